@@ -1,0 +1,683 @@
+"""Synthetic mcqa rollouts in NeMo Gym's file formats, for tests, samples and benchmarks.
+
+Writes the pair `gym eval run` leaves behind for the `mcqa` environment (docs/nemo-gym-contract.md §2.1,
+§2.2): `rollouts_materialized_inputs.jsonl` in dispatch order and `rollouts.jsonl` in a seeded completion
+order. Row shapes and key order copy real NeMo Gym files (tests/data/conformance/mcqa). The answers come in
+the many formats real models produce, so the grading modes disagree and re-verification changes rewards.
+Each rollout stores the reward the original verifier gave it (its row's own `grading_mode`), computed with
+`reverify_assets.servers.mcqa.grading`, exactly as `gym eval run` would have stored it.
+
+Every row is a pure function of the spec and its `(task index, rollout index)` key, so both files are
+streamed: memory is constant in the number of rows (the generator is asked for millions), and the output
+is byte-identical for a given seed.
+
+    python -m reverify_assets.synthetic.mcqa_rollouts --tasks 75 --rollouts-per-task 4 --seed 7 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import secrets
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from random import Random
+from typing import Any, Final, TypeVar
+
+import orjson
+
+from reverify_assets.servers.mcqa import grading
+
+__all__ = [
+    "INPUTS_FILE_NAME",
+    "ROLLOUTS_FILE_NAME",
+    "SyntheticSpec",
+    "iter_input_rows",
+    "iter_rollout_rows",
+    "main",
+    "write_mcqa_dataset",
+]
+
+INPUTS_FILE_NAME: Final = "rollouts_materialized_inputs.jsonl"
+ROLLOUTS_FILE_NAME: Final = "rollouts.jsonl"
+
+Row = dict[str, Any]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    tasks: int
+    rollouts_per_task: int = 4
+    seed: int = 0
+    agent_name: str = "mcqa_simple_agent"
+
+    def __post_init__(self) -> None:
+        if self.tasks < 1:
+            raise ValueError(f"tasks must be >= 1, got {self.tasks}")
+        if self.rollouts_per_task < 1:
+            raise ValueError(f"rollouts_per_task must be >= 1, got {self.rollouts_per_task}")
+
+    @property
+    def rows(self) -> int:
+        return self.tasks * self.rollouts_per_task
+
+
+# --- constants ----------------------------------------------------------------------------------------------
+
+# Names as they appear in real NeMo Gym mcqa output.
+_MODEL: Final = "synthetic-policy-1"
+_ENVIRONMENT_SERVER: Final = "mcqa_environment_server"
+_RESULT_TYPE: Final = "legacy_agent"
+# Created-at timestamps start here (Oct 2025, like the conformance files) so runs look like one session.
+_EPOCH: Final = 1_760_000_000.0
+_LETTERS: Final = "ABCDEFGHIJ"
+
+# The mcqa dataset's own instruction (strict rows), and a second style of benchmark prompt (lenient rows).
+_STRICT_INSTRUCTION: Final = (
+    "You should output your final response letter inside \\boxed{} and nothing else You can first think step-by-step. "
+)
+_LENIENT_INSTRUCTION: Final = (
+    "Answer the following multiple choice question. Think step by step, then put your final answer "
+    "inside \\boxed{}.\n\n"
+)
+# Tokens a chat template adds around the user turn; usage counts them, the stored prompt does not show them.
+_CHAT_TEMPLATE_TOKENS: Final = 14
+
+# Option counts of public benchmarks: 4 (MMLU, GPQA) and 10 (MMLU-Pro) dominate, the rest are rarer.
+_OPTION_COUNTS: Final = (4, 5, 6, 7, 8, 9, 10)
+_OPTION_COUNT_CUM_WEIGHTS: Final = (40, 50, 55, 60, 65, 70, 100)
+# Most datasets leave the mode at its default; a minority ask for the lenient one.
+_LENIENT_ROW_SHARE: Final = 0.15
+# Share of rollouts from a reasoning model (a reasoning item precedes the message).
+_REASONING_SHARE: Final = 0.15
+# Share of wrong answers that name a letter past the last option, as models sometimes do.
+_OUT_OF_RANGE_SHARE: Final = 0.03
+
+# --- vocabulary ---------------------------------------------------------------------------------------------
+
+_DOMAINS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
+    ("molecular biology", (
+        "ribosome", "promoter region", "mRNA transcript", "chaperone protein", "operon", "histone tail",
+        "tRNA pool", "spliceosome", "enhancer element", "RNA polymerase", "lysosome", "signal peptide",
+    )),
+    ("thermodynamics", (
+        "working fluid", "heat reservoir", "entropy production", "piston", "isothermal stage",
+        "adiabatic wall", "Carnot cycle", "internal energy", "specific heat", "phase boundary",
+        "enthalpy of mixing", "control volume",
+    )),
+    ("macroeconomics", (
+        "central bank", "money supply", "policy rate", "output gap", "exchange rate", "fiscal deficit",
+        "price level", "labour market", "yield curve", "consumption function", "tax multiplier",
+        "current account",
+    )),
+    ("organic chemistry", (
+        "carbocation", "nucleophile", "leaving group", "aromatic ring", "carbonyl carbon", "solvent shell",
+        "transition state", "enolate", "protecting group", "alkyl halide", "Grignard reagent", "stereocentre",
+    )),
+    ("geology", (
+        "mantle plume", "subduction zone", "sediment layer", "fault plane", "magma chamber", "aquifer",
+        "basalt flow", "continental crust", "glacial moraine", "karst system", "mid-ocean ridge",
+        "metamorphic facies",
+    )),
+    ("computer architecture", (
+        "branch predictor", "L1 data cache", "reorder buffer", "TLB", "memory controller", "pipeline stage",
+        "register file", "store buffer", "hardware prefetcher", "coherence protocol", "issue queue",
+        "page table walker",
+    )),
+    ("astrophysics", (
+        "accretion disk", "neutron star", "main-sequence star", "interstellar medium", "dark matter halo",
+        "stellar wind", "red giant envelope", "event horizon", "protoplanetary disk", "white dwarf",
+        "galactic bar", "cosmic-ray flux",
+    )),
+    ("immunology", (
+        "helper T cell", "antibody titre", "antigen-presenting cell", "complement cascade", "cytokine signal",
+        "B cell receptor", "memory B cell", "macrophage", "MHC class II molecule", "natural killer cell",
+        "germinal centre", "regulatory T cell",
+    )),
+    ("statistics", (
+        "sample mean", "confidence interval", "null hypothesis", "standard error", "prior distribution",
+        "likelihood function", "test statistic", "regression slope", "residual variance", "p-value",
+        "bootstrap estimate", "effect size",
+    )),
+    ("ecology", (
+        "keystone predator", "primary producer", "trophic cascade", "carrying capacity", "invasive species",
+        "nitrogen cycle", "pollinator network", "decomposer community", "habitat corridor",
+        "population density", "niche overlap", "soil seed bank",
+    )),
+)  # fmt: skip
+
+_VERBS: Final = (
+    "increases", "decreases", "stabilises", "saturates", "reverses", "inhibits", "amplifies", "shifts",
+    "destabilises", "dampens", "accelerates", "masks",
+)  # fmt: skip
+# For "both X and Y ..." options, which need a plural verb.
+_PLURAL_VERBS: Final = ("rise", "fall", "stabilise", "saturate", "oscillate", "decouple")
+_ROLES: Final = (
+    "buffer", "catalyst", "bottleneck", "reference point", "feedback signal", "constraint", "sink",
+)  # fmt: skip
+_ADJECTIVES: Final = (
+    "more sensitive", "less sensitive", "rate-limiting", "saturated", "unstable", "dominant",
+)  # fmt: skip
+
+_QUESTION_TEMPLATES: Final = (
+    "In {domain}, which of the following best explains why the {a} {verb} the {b} when the {c} is held constant?",
+    "A study in {domain} finds that the {a} {verb} sharply after the {b} is perturbed. Which statement is "
+    "most consistent with this finding?",
+    "Which of the following statements about the {a} in {domain} is correct, given that the {b} is at steady state?",
+    "Consider a {domain} model in which the {a} interacts with the {b}. What happens to the {c} as the {a} grows?",
+    "In {domain}, what is the primary role of the {a} with respect to the {b} under typical conditions?",
+)
+# Short on purpose: real benchmark options are a few words, and their length sets the I/O per row.
+_OPTION_TEMPLATES: Final = (
+    "The {x} {verb} the {y}",
+    "It {verb} the {x} but not the {y}",
+    "The {x} acts as a {role} for the {y}",
+    "The {y} becomes {adj}",
+    "Only the {x} changes",
+    "It depends on the {x}, not the {y}",
+    "Both the {x} and the {y} {plural_verb}",
+)
+# Mostly empty: a detail clause on every option makes prompts longer than real benchmark ones.
+_OPTION_DETAILS: Final = ("", "", "", "", "", "", ", via the {z}", " if the {z} is fixed")
+
+_FILLER: Final = (
+    "Let me think about this step by step.",
+    "First, recall how the {a} is usually defined in {domain}.",
+    "The question hinges on the relationship between the {a} and the {b}.",
+    "Option {x} contradicts the basic behaviour of the {b}, so it can be ruled out.",
+    "Option {x} sounds plausible, but it ignores the {c}.",
+    "Checking a limiting case: if the {b} vanished, the {a} should be unaffected.",
+    "This is consistent with the standard results in {domain}.",
+    "Comparing the remaining candidates carefully, only one of them respects that constraint.",
+    "I should double-check the direction of the effect before committing.",
+    "Options {x} and {y} differ only in what happens to the {c}.",
+    "The wording about the {b} being perturbed matters here.",
+    "A common misconception is that the {c} drives the change, but the mechanism runs through the {a}.",
+)
+_REASONING_TITLES: Final = (
+    "**Analyzing the {a}**", "**Weighing the options**", "**Considering the role of the {b}**",
+    "**Evaluating {domain} principles**",
+)  # fmt: skip
+_LEAD_INS: Final = ("", "The answer is ", "So the final answer is ", "Therefore, the correct choice is ")
+
+
+# --- answer formats -----------------------------------------------------------------------------------------
+# (name, weight). The mix decides how far apart the grading modes land: strict accepts the first five,
+# lenient_boxed also the three that box the option text, the `Answer:` family only the colon modes.
+_FORMATS: Final[tuple[tuple[str, int], ...]] = (
+    ("boxed", 50),  # \boxed{C}
+    ("boxed_paren", 5),  # \boxed{(C)}
+    ("boxed_text", 5),  # \boxed{\text{C}}
+    ("boxed_letter_colon_text", 5),  # \boxed{C: option text}
+    ("two_boxes", 4),  # \boxed{B} ... \boxed{C}: the last box wins
+    ("boxed_option_text", 12),  # \boxed{option text}: only lenient_boxed
+    ("boxed_sentence_option_text", 6),  # \boxed{The correct option is option text}: only lenient_boxed
+    ("boxed_paren_letter_text", 5),  # \boxed{(C) option text}: only lenient_boxed
+    ("boxed_lowercase", 4),  # \boxed{c}
+    ("boxed_or", 3),  # \boxed{A or C}
+    ("answer_colon", 5),  # Answer: C
+    ("answer_colon_bold", 3),  # **Answer: C**
+    ("answer_colon_dollar", 2),  # Answer: $C$
+    ("final_answer_colon", 2),  # final answer: C
+    ("no_answer", 4),  # reasoning that never concludes
+    ("empty", 2),  # an empty message
+)
+_FORMAT_NAMES: Final = tuple(name for name, _ in _FORMATS)
+_FORMAT_CUM_WEIGHTS: Final = tuple(sum(weight for _, weight in _FORMATS[: i + 1]) for i in range(len(_FORMATS)))
+
+
+# --- per-task content ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    index: int
+    uuid: str
+    domain: str
+    nouns: tuple[str, ...]
+    prompt: str
+    options: tuple[tuple[str, str], ...]  # (letter, text)
+    expected_answer: str
+    grading_mode: str
+    # Chance that a rollout picks the right letter; varying it per task makes pass@k differ from pass@1.
+    skill: float
+
+
+# Draw helpers. random.choice/sample/randint go through a getrandbits rejection loop (about 1 µs per draw,
+# most of the generator's time); scaling one random() float is several times faster, and its bias (below
+# 2**-50) does not matter for synthetic data. They also only use random(), whose output is fixed per seed.
+def _pick(rng: Random, seq: Sequence[T]) -> T:
+    return seq[int(rng.random() * len(seq))]
+
+
+def _distinct(rng: Random, seq: Sequence[T], k: int) -> list[T]:
+    pool = list(seq)
+    return [pool.pop(int(rng.random() * len(pool))) for _ in range(k)]
+
+
+def _between(rng: Random, low: int, high: int) -> int:
+    """A uniform integer in [low, high], both included."""
+    return low + int(rng.random() * (high - low + 1))
+
+
+def _derived_seed(*parts: object) -> int:
+    # blake2b, not hash(): Python salts str hashes per process, and the files must be byte-identical.
+    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def _make_options(rng: Random, nouns: tuple[str, ...], count: int) -> tuple[str, ...]:
+    texts: list[str] = []
+    normalised: list[str] = []
+    attempt = 0
+    while len(texts) < count:
+        x, y, z = _distinct(rng, nouns, 3)
+        text = _pick(rng, _OPTION_TEMPLATES).format(
+            x=x,
+            y=y,
+            verb=_pick(rng, _VERBS),
+            plural_verb=_pick(rng, _PLURAL_VERBS),
+            role=_pick(rng, _ROLES),
+            adj=_pick(rng, _ADJECTIVES),
+        ) + _pick(rng, _OPTION_DETAILS).format(z=z)
+        attempt += 1
+        if attempt > 30:
+            # Vanishingly rare, but the loop must end whatever the draws: a numbered clause is always new.
+            text += f" (case {attempt})"
+        norm = " ".join(text.lower().split())
+        # No option may contain another: lenient_boxed matches option text by substring, and an answer that
+        # quotes its option text should map to that one letter.
+        if any(norm in other or other in norm for other in normalised):
+            continue
+        texts.append(text)
+        normalised.append(norm)
+    return tuple(texts)
+
+
+def _make_task(seed: int, index: int) -> _Task:
+    rng = Random(_derived_seed(seed, "task", index))
+    domain, nouns = _pick(rng, _DOMAINS)
+    a, b, c = _distinct(rng, nouns, 3)
+    question = _pick(rng, _QUESTION_TEMPLATES).format(domain=domain, a=a, b=b, c=c, verb=_pick(rng, _VERBS))
+    count = rng.choices(_OPTION_COUNTS, cum_weights=_OPTION_COUNT_CUM_WEIGHTS)[0]
+    texts = _make_options(rng, nouns, count)
+    options = tuple(zip(_LETTERS, texts, strict=False))
+    lenient = rng.random() < _LENIENT_ROW_SHARE
+    if lenient:
+        prompt = _LENIENT_INSTRUCTION + question + "\n\n" + "\n".join(f"{k}) {v}" for k, v in options)
+    else:
+        prompt = _STRICT_INSTRUCTION + question + "\n" + "\n".join(f"{k}: {v}" for k, v in options)
+    # Skewed towards easy, with a tail of tasks the model almost never gets right.
+    skill = min(0.97, rng.random() ** 0.3)
+    return _Task(
+        index=index,
+        uuid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        domain=domain,
+        nouns=(a, b, c),
+        prompt=prompt,
+        options=options,
+        expected_answer=_pick(rng, options)[0],
+        grading_mode="lenient_boxed" if lenient else grading.DEFAULT_ROW_GRADING_MODE,
+        skill=skill,
+    )
+
+
+# --- per-rollout content ------------------------------------------------------------------------------------
+
+
+def _approx_tokens(text: str) -> int:
+    # About four characters per token for English prose with BPE tokenizers.
+    return (len(text) + 3) // 4
+
+
+def _filler(rng: Random, task: _Task, sentences: int) -> str:
+    a, b, c = task.nouns
+    letters = [k for k, _ in task.options]
+    out: list[str] = []
+    # Without replacement: a model rarely repeats a sentence word for word.
+    for template in _distinct(rng, _FILLER, min(sentences, len(_FILLER))):
+        x, y = _distinct(rng, letters, 2)
+        out.append(template.format(a=a, b=b, c=c, x=x, y=y, domain=task.domain))
+    return " ".join(out)
+
+
+def _pick_letter(rng: Random, task: _Task) -> str:
+    if rng.random() < task.skill:
+        return task.expected_answer
+    if len(task.options) < len(_LETTERS) and rng.random() < _OUT_OF_RANGE_SHARE:
+        return _LETTERS[len(task.options)]
+    return _pick(rng, [k for k, _ in task.options if k != task.expected_answer])
+
+
+def _render_answer(rng: Random, task: _Task, fmt: str, letter: str) -> str:
+    """The closing part of the message for answer `letter` in format `fmt` (after the reasoning prose)."""
+    option_text = dict(task.options).get(letter, "none of the listed options")
+    other = _pick(rng, [k for k, _ in task.options if k != letter])
+    lead = _pick(rng, _LEAD_INS)
+    renderers: dict[str, Callable[[], str]] = {
+        "boxed": lambda: f"{lead}\\boxed{{{letter}}}",
+        "boxed_paren": lambda: f"{lead}\\boxed{{({letter})}}",
+        "boxed_text": lambda: f"Final answer: \\boxed{{\\text{{{letter}}}}}",
+        "boxed_letter_colon_text": lambda: f"{lead}\\boxed{{{letter}: {option_text}}}",
+        "two_boxes": lambda: (
+            f"At first glance it looks like \\boxed{{{other}}}, but that ignores the {task.nouns[1]}. "
+            f"Correcting for it, the answer is \\boxed{{{letter}}}"
+        ),
+        "boxed_option_text": lambda: f"Therefore the correct choice is \\boxed{{{option_text}}}",
+        "boxed_sentence_option_text": lambda: f"\\boxed{{\\text{{The correct option is: {option_text}}}}}",
+        "boxed_paren_letter_text": lambda: f"{lead}\\boxed{{({letter}) {option_text}}}",
+        "boxed_lowercase": lambda: f"{lead}\\boxed{{{letter.lower()}}}",
+        "boxed_or": lambda: "\\boxed{{{} or {}}}".format(*_distinct(rng, (letter, other), 2)),
+        "answer_colon": lambda: f"Answer: {letter}",
+        "answer_colon_bold": lambda: f"**Answer: {letter}**",
+        "answer_colon_dollar": lambda: f"Answer: ${letter}$",
+        "final_answer_colon": lambda: f"So my final answer: {letter}",
+        "no_answer": lambda: (
+            f"I cannot decide between options {letter} and {other} without more information about the {task.nouns[2]}."
+        ),
+        "empty": lambda: "",
+    }
+    return renderers[fmt]()
+
+
+def _make_response(seed: int, task: _Task, rollout: int, dispatch_index: int) -> Row:
+    rng = Random(_derived_seed(seed, "rollout", task.index, rollout))
+    fmt = rng.choices(_FORMAT_NAMES, cum_weights=_FORMAT_CUM_WEIGHTS)[0]
+    letter = _pick_letter(rng, task)
+    has_reasoning = rng.random() < _REASONING_SHARE
+    hex_id = f"{rng.getrandbits(192):048x}"
+
+    output: list[Row] = []
+    reasoning_tokens = 0
+    if has_reasoning:
+        title = _pick(rng, _REASONING_TITLES).format(a=task.nouns[0], b=task.nouns[1], domain=task.domain)
+        summary = title + "\n\n" + _filler(rng, task, _between(rng, 3, 7))
+        # The summary is a digest: the hidden chain of thought it stands for is several times longer.
+        reasoning_tokens = _approx_tokens(summary) * _between(rng, 3, 8)
+        output.append(
+            {
+                "id": f"rs_{rng.getrandbits(192):048x}",
+                "summary": [{"text": summary, "type": "summary_text"}],
+                "type": "reasoning",
+                "encrypted_content": None,
+                "content": None,
+            }
+        )
+        prose = _filler(rng, task, 1)
+    else:
+        prose = _filler(rng, task, _between(rng, 1, 4))
+    if fmt == "empty":
+        text = ""
+    elif fmt == "no_answer":
+        text = prose + " " + _render_answer(rng, task, fmt, letter)
+    else:
+        text = prose + " \n\n" + _render_answer(rng, task, fmt, letter)
+    output.append(
+        {
+            "id": f"msg_{hex_id}",
+            "content": [{"annotations": [], "text": text, "type": "output_text", "logprobs": []}],
+            "role": "assistant",
+            "status": "completed",
+            "type": "message",
+        }
+    )
+
+    input_tokens = _approx_tokens(task.prompt) + _CHAT_TEMPLATE_TOKENS
+    # +1: the end-of-turn token is generated even when the visible text is empty.
+    output_tokens = _approx_tokens(text) + reasoning_tokens + 1
+    # Dispatch is task-major at a steady rate; each response starts a little after its dispatch.
+    created_at = round(_EPOCH + dispatch_index * 0.02 + rng.uniform(0.0, 30.0), 1)
+    return {
+        "id": f"resp_{hex_id}",
+        "created_at": created_at,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "model": _MODEL,
+        "object": "response",
+        "output": output,
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "background": False,
+        "max_output_tokens": None,
+        "max_tool_calls": None,
+        "previous_response_id": None,
+        "prompt": None,
+        "reasoning": {"effort": None, "generate_summary": None, "summary": None},
+        "service_tier": "default",
+        "status": "completed",
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "top_logprobs": 0,
+        "truncation": "disabled",
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": input_tokens + output_tokens,
+        },
+        "user": None,
+        "prompt_cache_key": None,
+        "safety_identifier": None,
+        "store": True,
+    }
+
+
+def _options_field(task: _Task) -> list[Row]:
+    return [{k: v} for k, v in task.options]
+
+
+def _agent_ref(spec: SyntheticSpec) -> Row:
+    return {"type": "responses_api_agents", "name": spec.agent_name}
+
+
+def _responses_create_params(task: _Task) -> Row:
+    # The shape the agent echoes back: every Responses-create field, unset ones as null.
+    return {
+        "background": None,
+        "include": None,
+        "input": [{"content": task.prompt, "role": "user", "type": "message"}],
+        "instructions": None,
+        "max_output_tokens": None,
+        "max_tool_calls": None,
+        "metadata": None,
+        "model": None,
+        "parallel_tool_calls": None,
+        "previous_response_id": None,
+        "prompt": None,
+        "reasoning": None,
+        "service_tier": None,
+        "store": None,
+        "temperature": None,
+        "text": None,
+        "tool_choice": None,
+        "tools": [],
+        "top_logprobs": None,
+        "top_p": None,
+        "truncation": None,
+        "user": "",
+        "stream": None,
+    }
+
+
+def _rollout_row(spec: SyntheticSpec, task: _Task, rollout: int) -> Row:
+    response = _make_response(spec.seed, task, rollout, task.index * spec.rollouts_per_task + rollout)
+    options = _options_field(task)
+    # What the original verifier stored: the row's own mode, no server override.
+    verdict = grading.grade(
+        response=response,
+        options=options,
+        expected_answer=task.expected_answer,
+        mode=grading.effective_mode(None, task.grading_mode),
+    )
+    return {
+        "responses_create_params": _responses_create_params(task),
+        "response": response,
+        "reward": verdict.reward,
+        "mask_sample": False,
+        "failure_kind": None,
+        "failure_reason": None,
+        "expected_answer": verdict.expected_answer,
+        "extracted_answer": verdict.extracted_answer,
+        "_ng_task_index": task.index,
+        "_ng_rollout_index": rollout,
+        "agent_ref": _agent_ref(spec),
+        "_ng_environment_server": _ENVIRONMENT_SERVER,
+        "_ng_result_type": _RESULT_TYPE,
+    }
+
+
+# --- completion order ---------------------------------------------------------------------------------------
+
+_M64: Final = (1 << 64) - 1
+_FEISTEL_ROUNDS: Final = 6
+
+
+def _completion_order(n: int, seed: int) -> Iterator[int]:
+    """Yield a seeded pseudo-random permutation of range(n), one index at a time, in O(1) memory.
+
+    random.shuffle would need all n keys in memory. A balanced Feistel network is a bijection on
+    [0, 4**half) for any round function; re-encrypting values that land outside [0, n) ("cycle walking")
+    restricts it to a bijection on [0, n), at under 4 encryptions per index on average.
+    """
+    half = max(1, ((n - 1).bit_length() + 1) // 2)
+    mask = (1 << half) - 1
+    digest = hashlib.blake2b(f"{seed}/completion-order".encode(), digest_size=8 * _FEISTEL_ROUNDS).digest()
+    keys = [int.from_bytes(digest[8 * i : 8 * i + 8], "little") for i in range(_FEISTEL_ROUNDS)]
+
+    def encrypt(x: int) -> int:
+        left, right = x >> half, x & mask
+        for key in keys:
+            # splitmix64's finaliser: every input bit reaches the low bits kept by the mask.
+            f = ((right ^ key) * 0x9E3779B97F4A7C15) & _M64
+            f = ((f ^ (f >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+            f = ((f ^ (f >> 27)) * 0x94D049BB133111EB) & _M64
+            left, right = right, left ^ ((f ^ (f >> 31)) & mask)
+        return (left << half) | right
+
+    for i in range(n):
+        x = encrypt(i)
+        while x >= n:
+            x = encrypt(x)
+        yield x
+
+
+# --- rows and files -----------------------------------------------------------------------------------------
+
+
+def iter_input_rows(spec: SyntheticSpec) -> Iterator[Row]:
+    """`rollouts_materialized_inputs.jsonl` rows in dispatch order: t0r0, t0r1, ..., t1r0, ..."""
+    agent_ref = _agent_ref(spec)
+    for t in range(spec.tasks):
+        task = _make_task(spec.seed, t)
+        base: Row = {
+            "responses_create_params": {"input": [{"role": "user", "content": task.prompt}]},
+            "options": _options_field(task),
+            "expected_answer": task.expected_answer,
+            "grading_mode": task.grading_mode,
+            "uuid": task.uuid,
+            "agent_ref": agent_ref,
+        }
+        for r in range(spec.rollouts_per_task):
+            yield {**base, "_ng_task_index": t, "_ng_rollout_index": r}
+
+
+def iter_rollout_rows(spec: SyntheticSpec) -> Iterator[Row]:
+    """`rollouts.jsonl` rows in a seeded completion order (every key exactly once)."""
+    k = spec.rollouts_per_task
+    for key in _completion_order(spec.rows, spec.seed):
+        t, r = divmod(key, k)
+        # Rebuilt per rollout (cheap, deterministic) rather than cached: in a shuffled order a cache of
+        # tasks would have to hold nearly all of them.
+        yield _rollout_row(spec, _make_task(spec.seed, t), r)
+
+
+def _write_jsonl_atomically(path: Path, rows: Iterator[Row]) -> tuple[int, int]:
+    """Write `rows` to `path` via a temporary file in the same directory; return (rows, bytes)."""
+    tmp_name = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # Not tempfile.mkstemp: its files are 0600, and these are data files others read (the umask applies).
+    fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    count = 0
+    size = 0
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
+            for row in rows:
+                line = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+                out.write(line)
+                count += 1
+                size += len(line)
+        # Same directory, so the rename is atomic: readers see the old file or the whole new one.
+        os.replace(tmp_name, path)
+    except BaseException:
+        tmp_name.unlink(missing_ok=True)
+        raise
+    return count, size
+
+
+def write_mcqa_dataset(out_dir: Path, spec: SyntheticSpec) -> tuple[Path, Path]:
+    """Write both files of a synthetic mcqa run into `out_dir`; return (inputs_path, rollouts_path)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inputs_path = out_dir / INPUTS_FILE_NAME
+    rollouts_path = out_dir / ROLLOUTS_FILE_NAME
+    _write_jsonl_atomically(inputs_path, iter_input_rows(spec))
+    _write_jsonl_atomically(rollouts_path, iter_rollout_rows(spec))
+    return inputs_path, rollouts_path
+
+
+# --- command line -------------------------------------------------------------------------------------------
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m reverify_assets.synthetic.mcqa_rollouts",
+        description=f"Write a synthetic NeMo Gym mcqa run: {INPUTS_FILE_NAME} and {ROLLOUTS_FILE_NAME}.",
+    )
+    parser.add_argument("--tasks", type=_positive_int, required=True, help="distinct questions")
+    parser.add_argument("--rollouts-per-task", type=_positive_int, default=4, help="rollouts per question")
+    parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical files")
+    parser.add_argument("--agent-name", default="mcqa_simple_agent", help="agent_ref.name of every row")
+    parser.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    spec = SyntheticSpec(
+        tasks=args.tasks, rollouts_per_task=args.rollouts_per_task, seed=args.seed, agent_name=args.agent_name
+    )
+    started = time.perf_counter()
+    try:
+        inputs_path, rollouts_path = write_mcqa_dataset(args.out, spec)
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    elapsed = time.perf_counter() - started
+    for path in (inputs_path, rollouts_path):
+        print(f"wrote {path}: {spec.rows} rows, {path.stat().st_size} bytes")
+    print(f"{spec.rows} rollouts of {spec.tasks} tasks in {elapsed:.2f} s ({spec.rows / elapsed:.0f} rows/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
