@@ -1,0 +1,101 @@
+"""The ``reverify`` command line: ``run``, ``aggregate`` and ``serve``, with NeMo Gym's flags and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+from collections.abc import Sequence
+
+from reverify_assets.errors import ReverifyError, UsageError
+
+log = logging.getLogger("reverify")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="reverify", description="Re-score stored NeMo Gym rollouts with a changed verifier."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser("run", help="re-verify rollouts (a Dagster materialization)")
+    run.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
+    run.add_argument("--inputs", required=True, help="rollouts_materialized_inputs.jsonl")
+    run.add_argument("--rollouts", required=True, help="rollouts.jsonl")
+    run.add_argument("--output", "-o", required=True, help="output .jsonl")
+    run.add_argument(
+        "--force", action="store_true", help="run against servers not declared stateless (unsafe_ files)"
+    )
+    run.add_argument("--overwrite", action="store_true", help="delete an existing output and sidecar first")
+    run.add_argument("--disable-aggregation", action="store_true", help="skip the aggregate metrics (shards)")
+    run.add_argument("--limit", type=int, help="verify only the first N rows of --rollouts")
+    run.add_argument("--concurrency", type=int, help="requests in flight at most (default 64)")
+
+    aggregate = commands.add_parser(
+        "aggregate", help="merge shard outputs and compute their aggregate metrics"
+    )
+    aggregate.add_argument(
+        "--config", action="append", required=True, help="verifier config YAML (repeatable)"
+    )
+    aggregate.add_argument("--input-glob", "-i", required=True, help="comma-separated globs of shard outputs")
+    aggregate.add_argument("--output", "-o", required=True, help="merged output .jsonl")
+
+    serve = commands.add_parser(
+        "serve", help="run the configured built-in resources servers in the foreground"
+    )
+    serve.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
+    return parser
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Hydra-style ``++key=value`` tokens may stand anywhere; they are overrides, not flags."""
+    from reverify_assets.config.loading import is_override
+
+    overrides = [token for token in argv if is_override(token)]
+    args = build_parser().parse_args([token for token in argv if not is_override(token)])
+    return args, overrides
+
+
+def _configure_output() -> None:
+    """Our progress lines on stderr; the libraries' own INFO chatter (alembic, Dagster betas) stays out."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    warnings.filterwarnings("ignore", message=r".*is currently in beta")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _configure_output()
+    try:
+        args, overrides = parse(sys.argv[1:] if argv is None else argv)
+        if args.command == "run":
+            from reverify_assets.cli.run_command import run_command
+
+            run_command(args, overrides)
+        elif args.command == "aggregate":
+            from reverify_assets.cli.aggregate_command import aggregate_command
+
+            aggregate_command(args, overrides)
+        else:
+            from reverify_assets.cli.serve_command import serve_command
+
+            serve_command(args, overrides)
+    except ReverifyError as exc:
+        print(f"reverify: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("reverify: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

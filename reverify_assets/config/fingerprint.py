@@ -1,0 +1,25 @@
+"""A short, stable hash of the verifier configuration that scored a row."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import orjson
+
+from reverify_assets.config.topology import ServerBlock
+
+# Fields that say where a server runs, not how it grades: moving a server must not make results stale.
+PLACEMENT_FIELDS = frozenset({"url", "port", "host"})
+
+
+def verifier_config_hash(blocks: Iterable[ServerBlock]) -> str:
+    canonical = [
+        {
+            "instance": block.instance,
+            "type": block.type,
+            "fields": {k: v for k, v in block.fields.items() if k not in PLACEMENT_FIELDS},
+        }
+        for block in sorted(blocks, key=lambda b: b.instance)
+    ]
+    return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]

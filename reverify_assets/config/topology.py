@@ -1,0 +1,107 @@
+"""Which resources servers a config declares, and which server verifies each row.
+
+Routing follows NeMo Gym: a row's ``task_source`` naming a server block wins; else its
+``_ng_environment_server`` through that block's agent; else ``agent_ref.name`` through the agent
+blocks; with no agent blocks and exactly one resources server, every row goes to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reverify_assets.errors import ReverifyError
+
+RESOURCES_SERVERS = "resources_servers"
+AGENTS = "responses_api_agents"
+
+
+@dataclass(frozen=True)
+class ServerBlock:
+    instance: str  # the top-level name, e.g. "mcqa"
+    type: str  # the implementation, e.g. "mcqa"
+    fields: Mapping[str, Any]
+
+    @property
+    def url(self) -> str | None:
+        url = self.fields.get("url")
+        return str(url).rstrip("/") if url else None
+
+    @property
+    def config_path(self) -> str:
+        return f"{self.instance}.{RESOURCES_SERVERS}.{self.type}"
+
+
+@dataclass(frozen=True)
+class Topology:
+    servers: dict[str, ServerBlock]
+    agent_servers: dict[str, str] = field(default_factory=dict)  # agent name -> server instance
+    environment_agents: dict[str, str] = field(default_factory=dict)  # environment server -> agent name
+
+    def server_for(self, row: Mapping[str, Any]) -> str:
+        task_source = row.get("task_source")
+        if isinstance(task_source, str) and task_source in self.servers:
+            return task_source
+        if not self.agent_servers and len(self.servers) == 1:
+            return next(iter(self.servers))
+        agent = _agent_name(row)
+        env = row.get("_ng_environment_server")
+        if isinstance(env, str) and env in self.environment_agents:
+            agent = self.environment_agents[env]
+        if agent is not None and agent in self.agent_servers:
+            return self.agent_servers[agent]
+        raise ReverifyError(
+            f"cannot find a resources server for row (agent_ref.name={agent!r}, task_source={task_source!r}). "
+            f"Known agents: {sorted(self.agent_servers)}"
+        )
+
+
+def _agent_name(row: Mapping[str, Any]) -> str | None:
+    agent_ref = row.get("agent_ref")
+    if isinstance(agent_ref, Mapping) and isinstance(agent_ref.get("name"), str):
+        return agent_ref["name"]
+    return None
+
+
+def read_topology(config: Mapping[str, Any]) -> Topology:
+    servers: dict[str, ServerBlock] = {}
+    agent_servers: dict[str, str] = {}
+    environment_agents: dict[str, str] = {}
+    for instance, block in config.items():
+        if not isinstance(block, Mapping):
+            continue  # a top-level knob such as merge_shards
+        for server_type, implementations in block.items():
+            if not isinstance(implementations, Mapping) or len(implementations) != 1:
+                continue
+            implementation, fields = next(iter(implementations.items()))
+            if not isinstance(fields, Mapping):
+                raise ReverifyError(f"config: {instance}.{server_type}.{implementation} must be a mapping")
+            if server_type == RESOURCES_SERVERS:
+                servers[instance] = ServerBlock(instance, implementation, fields)
+            elif (target := _referenced_name(fields.get("resources_server"))) is not None:
+                agent_servers[instance] = target
+            elif (agent := _referenced_name(fields.get("agent_server"))) is not None:
+                environment_agents[instance] = agent
+    if not servers:
+        raise ReverifyError(
+            "config declares no resources server (a block `<name>: {resources_servers: {...}}`)"
+        )
+    for agent, target in agent_servers.items():
+        if target not in servers:
+            raise ReverifyError(
+                f"config: agent {agent!r} names resources server {target!r}, which the config does not declare"
+            )
+    if len(servers) > 1 and not agent_servers:
+        raise ReverifyError(
+            f"config declares several resources servers {sorted(servers)} and no agent blocks to route rows by"
+        )
+    return Topology(servers, agent_servers, environment_agents)
+
+
+def _referenced_name(reference: Any) -> str | None:
+    if isinstance(reference, Mapping) and isinstance(reference.get("name"), str):
+        return reference["name"]
+    if isinstance(reference, str):
+        return reference
+    return None

@@ -1,0 +1,54 @@
+"""What assets hand each other through Dagster's IO manager: paths and counts, never rows."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import polars as pl
+from pydantic import BaseModel
+
+
+class IndexHandle(BaseModel):
+    source: str  # the JSONL file indexed
+    index: str  # the parquet file holding its key index
+    rows: int
+    routes: list[dict[str, Any]] = []
+
+
+class PlanHandle(BaseModel):
+    inputs: str
+    rollouts: str
+    plan: str  # parquet: key, byte offsets of both rows, server instance; sorted by key
+    rows: int
+    config_hash: str
+
+
+class OutputHandle(BaseModel):
+    path: str
+    rows: int
+    config_hash: str
+
+
+def work_dir(context: dg.AssetExecutionContext) -> Path:
+    """Per-run scratch space for key indexes, inside the Dagster instance's own directory."""
+    path = Path(context.instance.root_directory) / "reverify_work" / context.run_id
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    frame.write_parquet(tmp)
+    os.replace(tmp, path)
+
+
+def content_version(*paths: Path) -> dg.DataVersion:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as fh:
+            digest.update(hashlib.file_digest(fh, "sha256").digest())
+    return dg.DataVersion(digest.hexdigest()[:16])

@@ -1,0 +1,125 @@
+"""Streaming JSONL: reading with file:line errors, and the two safe ways we write.
+
+Rows are never all held in memory: readers yield one line at a time, with the byte offset so a
+later step can read the same row again with one seek.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, BinaryIO
+
+import orjson
+
+from reverify_assets.errors import ReverifyError
+
+
+@dataclass(frozen=True, slots=True)
+class JsonlLine:
+    line_no: int  # 1-based, as editors show it
+    offset: int
+    raw: bytes  # without the trailing newline
+    row: dict[str, Any]
+
+
+def iter_jsonl(path: Path) -> Iterator[JsonlLine]:
+    """Yield every row of a JSONL file; a blank line, bad JSON or a non-object is an error naming the line."""
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise ReverifyError(f"cannot read {path}: {exc.strerror}") from exc
+    with fh:
+        offset = 0
+        for line_no, line in enumerate(fh, start=1):
+            raw = line.rstrip(b"\r\n")
+            yield JsonlLine(line_no, offset, raw, parse_row(raw, path, line_no))
+            offset += len(line)
+
+
+def parse_row(raw: bytes, path: Path | str, line_no: int) -> dict[str, Any]:
+    if not raw.strip():
+        raise ReverifyError(
+            f"{path}:{line_no}: blank line (every line of a JSONL file must hold one JSON object)"
+        )
+    try:
+        row = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ReverifyError(f"{path}:{line_no}: malformed JSON: {exc}") from exc
+    if not isinstance(row, dict):
+        raise ReverifyError(f"{path}:{line_no}: expected a JSON object, found {type(row).__name__}")
+    return row
+
+
+def read_row_at(fh: BinaryIO, offset: int, path: Path | str, line_no: int) -> dict[str, Any]:
+    fh.seek(offset)
+    return parse_row(fh.readline().rstrip(b"\r\n"), path, line_no)
+
+
+def dumps_line(row: Any) -> bytes:
+    return orjson.dumps(row) + b"\n"
+
+
+class LineAppender:
+    """Appends complete lines to a file that a crash must never leave with half a row.
+
+    Each batch of lines goes out in one unbuffered ``os.write`` on an O_APPEND descriptor, so a
+    killed process leaves whole lines behind and ``--resume`` can trust every line it reads.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.lines_written = 0
+
+    def write_lines(self, lines: Iterable[bytes]) -> None:
+        batch = b"".join(lines)
+        if not batch:
+            return
+        view = memoryview(batch)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self.lines_written += batch.count(b"\n")
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> LineAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AtomicWriter:
+    """Writes a whole file under a temporary name and moves it into place only on success."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self._fh: BinaryIO | None = None
+
+    def __enter__(self) -> BinaryIO:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self._tmp, "wb")
+        return self._fh
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._fh is not None
+        self._fh.close()
+        if exc_type is None:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    with AtomicWriter(path) as fh:
+        fh.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")

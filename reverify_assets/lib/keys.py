@@ -1,0 +1,28 @@
+"""The join key of NeMo Gym rollouts: ``(_ng_task_index, _ng_rollout_index)`` and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from reverify_assets.errors import ReverifyError
+
+TASK_FIELD = "_ng_task_index"
+ROLLOUT_FIELD = "_ng_rollout_index"
+
+RolloutKey = tuple[int, int]
+
+
+def row_key(row: dict[str, Any], path: Path | str, line_no: int) -> RolloutKey:
+    task = row.get(TASK_FIELD)
+    rollout = row.get(ROLLOUT_FIELD)
+    for field, value in ((TASK_FIELD, task), (ROLLOUT_FIELD, rollout)):
+        # bool is an int subclass; `true` is not an index.
+        if not isinstance(value, int) or isinstance(value, bool):
+            found = "it is missing" if value is None else f"found {value!r}"
+            raise ReverifyError(f"{path}:{line_no}: `{field}` must be an integer ({found})")
+    return task, rollout  # type: ignore[return-value]
+
+
+def describe_key(key: RolloutKey) -> str:
+    return f"(task {key[0]}, rollout {key[1]})"

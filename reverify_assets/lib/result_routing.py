@@ -1,0 +1,54 @@
+"""Where a verify result goes (main output, failures sidecar, nowhere) and how it is stamped."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey
+
+FAILURE_CLASS_FIELD = "_ng_failure_class"
+NO_PERSIST_FIELD = "_ng_no_persist"
+# Copied from the verify payload onto the result only when the payload (the materialized input) has them.
+PAYLOAD_STAMPS = ("agent_ref", "_ng_environment_server", "task_source", "skills_ref", "_ng_atif_provenance")
+
+
+class Destination(Enum):
+    OUTPUT = "output"
+    SIDECAR = "sidecar"
+    NOWHERE = "nowhere"  # absence from both files means "retry me" on resume
+
+
+def destination_of(result: dict[str, Any]) -> Destination:
+    if result.get(NO_PERSIST_FIELD):
+        return Destination.NOWHERE
+    if result.get(FAILURE_CLASS_FIELD):
+        return Destination.SIDECAR
+    return Destination.OUTPUT
+
+
+def stamp_result(result: dict[str, Any], payload: dict[str, Any], key: RolloutKey) -> dict[str, Any]:
+    result[TASK_FIELD], result[ROLLOUT_FIELD] = key
+    for field in PAYLOAD_STAMPS:
+        if field in payload:
+            result[field] = payload[field]
+    return result
+
+
+def verify_failure_row(payload: dict[str, Any], key: RolloutKey, reason: str) -> dict[str, Any]:
+    """A sidecar row for a row whose ``/verify`` call never gave a usable answer; not terminal."""
+    row = dict(payload)
+    row[FAILURE_CLASS_FIELD] = "verify_failed"
+    row["_ng_failure_message"] = reason
+    return stamp_result(row, payload, key)
+
+
+def run_label(row: dict[str, Any]) -> str | None:
+    """The label NeMo Gym groups aggregate metrics by: environment server if stamped, else agent name."""
+    env = row.get("_ng_environment_server")
+    if isinstance(env, str) and env:
+        return env
+    agent = row.get("agent_ref")
+    if isinstance(agent, dict) and isinstance(agent.get("name"), str):
+        return agent["name"]
+    return None

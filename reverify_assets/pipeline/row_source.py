@@ -1,0 +1,38 @@
+"""Reads joined (input, rollout) pairs back by byte offset and builds their verify payloads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from reverify_assets.lib.jsonl import read_row_at
+from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.lib.payload import build_verify_payload
+
+
+class PairReader:
+    def __init__(self, inputs: Path, rollouts: Path) -> None:
+        self.inputs_path, self.rollouts_path = inputs, rollouts
+        self._inputs = open(inputs, "rb")
+        self._rollouts = open(rollouts, "rb")
+
+    def payload(
+        self, key: RolloutKey, input_at: tuple[int, int], rollout_at: tuple[int, int]
+    ) -> dict[str, Any]:
+        """``*_at`` are (byte offset, line number) pairs from the join plan."""
+        input_row = read_row_at(self._inputs, input_at[0], self.inputs_path, input_at[1])
+        rollout_row = read_row_at(self._rollouts, rollout_at[0], self.rollouts_path, rollout_at[1])
+        return build_verify_payload(input_row, rollout_row, key)
+
+    def close(self) -> None:
+        self._inputs.close()
+        self._rollouts.close()
+
+    def __enter__(self) -> PairReader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

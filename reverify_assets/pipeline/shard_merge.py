@@ -1,0 +1,56 @@
+"""Shards of results read back as one stream sorted by key, and written as one merged file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.jsonl import AtomicWriter, parse_row
+from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
+from reverify_assets.lib.keys import describe_key
+
+
+def index_shards(shards: Sequence[Path]) -> pl.DataFrame:
+    """Columns task, rollout, shard (position in ``shards``), offset, line; sorted by key."""
+    frames = [
+        scan_keys(path).frame.with_columns(pl.lit(position, dtype=pl.Int32).alias("shard"))
+        for position, path in enumerate(shards)
+    ]
+    merged = pl.concat(frames).sort([*KEY_COLUMNS, "shard"])
+    duplicated = merged.filter(pl.struct(KEY_COLUMNS).is_duplicated())
+    if not duplicated.is_empty():
+        first = duplicated.head(2).rows(named=True)
+        key = (first[0]["task"], first[0]["rollout"])
+        raise ReverifyError(
+            f"key {describe_key(key)} is in two shards: {shards[first[0]['shard']]}:{first[0]['line']} and "
+            f"{shards[first[1]['shard']]}:{first[1]['line']}"
+        )
+    return merged
+
+
+def iter_raw_lines(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[tuple[bytes, Path, int]]:
+    handles = [open(path, "rb") for path in shards]
+    try:
+        for shard, offset, line in index.select("shard", "offset", "line").iter_rows():
+            handle = handles[shard]
+            handle.seek(offset)
+            yield handle.readline().rstrip(b"\r\n"), shards[shard], line
+    finally:
+        for handle in handles:
+            handle.close()
+
+
+def iter_rows(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[dict[str, Any]]:
+    for raw, path, line in iter_raw_lines(index, shards):
+        yield parse_row(raw, path, line)
+
+
+def write_merged(index: pl.DataFrame, shards: Sequence[Path], output: Path) -> None:
+    """Rows are copied verbatim, byte for byte: merging never re-serialises a result."""
+    with AtomicWriter(output) as fh:
+        for raw, _, _ in iter_raw_lines(index, shards):
+            fh.write(raw + b"\n")

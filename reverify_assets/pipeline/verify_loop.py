@@ -1,0 +1,152 @@
+"""The verify loop: every planned row to its server, results written in key order as they settle.
+
+Requests run concurrently (at most ``concurrency`` in flight), but lines are written in plan order
+through a bounded window, so a fresh output is sorted and a crash leaves a clean prefix of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import polars as pl
+
+from reverify_assets.lib.file_names import RunFiles
+from reverify_assets.lib.jsonl import LineAppender
+from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.lib.result_routing import (
+    FAILURE_CLASS_FIELD,
+    Destination,
+    destination_of,
+    stamp_result,
+    verify_failure_row,
+)
+from reverify_assets.pipeline.row_source import PairReader
+from reverify_assets.verifier.client import VerifierClient
+
+WRITE_BATCH_LINES = 256
+
+
+@dataclass
+class VerifyStats:
+    planned: int = 0
+    verified: int = 0
+    to_output: int = 0
+    to_sidecar: int = 0
+    not_persisted: int = 0
+    failures_by_class: Counter[str] = field(default_factory=Counter)
+    reward_sum: float = 0.0
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def mean_reward(self) -> float | None:
+        return self.reward_sum / self.to_output if self.to_output else None
+
+    @property
+    def rows_per_second(self) -> float:
+        elapsed = time.monotonic() - self.started_at
+        return self.verified / elapsed if elapsed > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    destination: Destination
+    line: bytes
+    failure_class: str | None
+    reward: float
+
+
+async def _verify_row(
+    client: VerifierClient, payload: dict[str, Any], key: RolloutKey, slots: asyncio.Semaphore
+) -> _Settled:
+    async with slots:
+        outcome = await client.verify(orjson.dumps(payload))
+    if outcome.result is None:
+        row = verify_failure_row(payload, key, outcome.error or "unknown error")
+    else:
+        row = stamp_result(outcome.result, payload, key)
+    destination = destination_of(row)
+    reward = row.get("reward")
+    return _Settled(
+        destination,
+        orjson.dumps(row) + b"\n",
+        row.get(FAILURE_CLASS_FIELD) if destination is Destination.SIDECAR else None,
+        float(reward) if isinstance(reward, int | float) else 0.0,
+    )
+
+
+async def verify_plan(
+    plan: pl.DataFrame,
+    pairs: PairReader,
+    clients: Mapping[str, VerifierClient],
+    files: RunFiles,
+    *,
+    concurrency: int,
+    on_progress: Callable[[VerifyStats], None] | None = None,
+    progress_every_s: float = 5.0,
+) -> VerifyStats:
+    stats = VerifyStats(planned=plan.height)
+    slots = asyncio.Semaphore(concurrency)
+    # Twice the in-flight limit keeps the server busy while the oldest row is still outstanding.
+    window: asyncio.Queue[asyncio.Task[_Settled] | None] = asyncio.Queue(maxsize=2 * concurrency)
+
+    async def dispatch() -> None:
+        for row in plan.iter_rows(named=True):
+            key = (row["task"], row["rollout"])
+            payload = pairs.payload(
+                key, (row["input_offset"], row["input_line"]), (row["rollout_offset"], row["rollout_line"])
+            )
+            task = asyncio.create_task(_verify_row(clients[row["server"]], payload, key, slots))
+            await window.put(task)
+        await window.put(None)
+
+    producer = asyncio.create_task(dispatch())
+    last_report = time.monotonic()
+    with LineAppender(files.output) as output, LineAppender(files.sidecar) as sidecar:
+        pending: dict[Destination, list[bytes]] = {Destination.OUTPUT: [], Destination.SIDECAR: []}
+
+        def flush() -> None:
+            output.write_lines(pending[Destination.OUTPUT])
+            sidecar.write_lines(pending[Destination.SIDECAR])
+            pending[Destination.OUTPUT].clear()
+            pending[Destination.SIDECAR].clear()
+
+        try:
+            while (task := await window.get()) is not None:
+                settled = await task
+                stats.verified += 1
+                _count(stats, settled)
+                if settled.destination is not Destination.NOWHERE:
+                    pending[settled.destination].append(settled.line)
+                # Write as soon as we would otherwise wait, so finished rows reach disk promptly.
+                if window.empty() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
+                    flush()
+                if on_progress and time.monotonic() - last_report >= progress_every_s:
+                    last_report = time.monotonic()
+                    on_progress(stats)
+            flush()
+            await producer
+        finally:
+            if not producer.done():
+                producer.cancel()
+            while not window.empty():
+                leftover = window.get_nowait()
+                if leftover is not None:
+                    leftover.cancel()
+    return stats
+
+
+def _count(stats: VerifyStats, settled: _Settled) -> None:
+    if settled.destination is Destination.OUTPUT:
+        stats.to_output += 1
+        stats.reward_sum += settled.reward
+    elif settled.destination is Destination.SIDECAR:
+        stats.to_sidecar += 1
+        stats.failures_by_class[settled.failure_class or "unknown"] += 1
+    else:
+        stats.not_persisted += 1

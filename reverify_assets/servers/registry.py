@@ -1,0 +1,55 @@
+"""The resources servers this package runs itself, by the ``<type>`` name a config block uses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from reverify_assets.config.topology import ServerBlock
+from reverify_assets.errors import ReverifyError
+from reverify_assets.servers.protocol import ResourcesServer
+
+
+@dataclass(frozen=True)
+class BuiltinServer:
+    module: str  # imported only when the server is built: keeps the CLI's start-up light
+    config_class: str
+    server_class: str
+
+    def config_model(self) -> type[BaseModel]:
+        return getattr(import_module(self.module), self.config_class)
+
+    def factory(self) -> Callable[[Any], ResourcesServer]:
+        return getattr(import_module(self.module), self.server_class)
+
+
+BUILTIN_SERVERS: Mapping[str, BuiltinServer] = {
+    "mcqa": BuiltinServer("reverify_assets.servers.mcqa.server", "MCQAServerConfig", "MCQAServer"),
+}
+
+
+def validate_builtin_block(block: ServerBlock) -> BaseModel:
+    """The block's typed config; a block that is neither built in nor reachable by url is a config error."""
+    builtin = BUILTIN_SERVERS.get(block.type)
+    if builtin is None:
+        raise ReverifyError(
+            f"config: resources server {block.instance!r} has type {block.type!r}, which is not built in "
+            f"(built in: {sorted(BUILTIN_SERVERS)}); give it a `url:` of a running NeMo-Gym-compatible server"
+        )
+    try:
+        return builtin.config_model().model_validate(dict(block.fields))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{block.config_path}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ReverifyError(f"config: {problems}") from exc
+
+
+def build_server(block: ServerBlock) -> ResourcesServer:
+    config = validate_builtin_block(block)
+    return BUILTIN_SERVERS[block.type].factory()(config)

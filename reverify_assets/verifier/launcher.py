@@ -1,0 +1,124 @@
+"""Starting built-in resources servers as child processes, and always stopping them.
+
+Each child binds a free loopback port itself and announces it, so there is no port race; it
+lives only as long as our stdin pipe to it, so even a SIGKILLed parent leaves no server behind.
+"""
+
+from __future__ import annotations
+
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO
+
+import orjson
+
+from reverify_assets.config.topology import ServerBlock
+from reverify_assets.errors import ReverifyError
+from reverify_assets.servers.child_process import READY_PREFIX
+
+
+@dataclass
+class _Child:
+    block: ServerBlock
+    process: subprocess.Popen[bytes]
+    stderr: IO[bytes]
+
+
+class ServerFleet:
+    """``with ServerFleet(blocks) as urls:`` maps every block's instance to a URL that answers."""
+
+    def __init__(self, blocks: Sequence[ServerBlock], *, startup_timeout: float = 30.0) -> None:
+        self.blocks = list(blocks)
+        self.startup_timeout = startup_timeout
+        self._children: list[_Child] = []
+
+    def __enter__(self) -> dict[str, str]:
+        try:
+            return self._start_all()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _start_all(self) -> dict[str, str]:
+        urls = {block.instance: block.url for block in self.blocks if block.url}
+        for block in self.blocks:
+            if not block.url:
+                self._children.append(self._spawn(block))
+        deadline = time.monotonic() + self.startup_timeout
+        for child in self._children:
+            url = self._await_listening(child, deadline)
+            _check_health(url, child.block)
+            urls[child.block.instance] = url
+        return urls  # type: ignore[return-value]
+
+    def _spawn(self, block: ServerBlock) -> _Child:
+        stderr = tempfile.TemporaryFile()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "reverify_assets.servers.child_process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+        assert process.stdin is not None
+        spec = {"instance": block.instance, "type": block.type, "fields": dict(block.fields)}
+        process.stdin.write(orjson.dumps(spec) + b"\n")
+        process.stdin.flush()
+        return _Child(block, process, stderr)
+
+    def _await_listening(self, child: _Child, deadline: float) -> str:
+        assert child.process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(child.process.stdout, selectors.EVENT_READ)
+            while (remaining := deadline - time.monotonic()) > 0:
+                if selector.select(timeout=min(remaining, 0.2)):
+                    line = child.process.stdout.readline().decode(errors="replace").strip()
+                    if line.startswith(READY_PREFIX):
+                        return line.removeprefix(READY_PREFIX)
+                    if not line and child.process.poll() is not None:
+                        break
+        raise ReverifyError(
+            f"resources server {child.block.instance!r} ({child.block.type}) did not start: "
+            f"{_tail(child.stderr) or 'no output'}"
+        )
+
+    def stop(self) -> None:
+        for child in self._children:
+            if child.process.stdin and not child.process.stdin.closed:
+                child.process.stdin.close()  # the child's cue to shut down cleanly
+        for child in self._children:
+            try:
+                child.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                child.process.wait()
+            if child.process.stdout:
+                child.process.stdout.close()
+            child.stderr.close()
+        self._children.clear()
+
+
+def _check_health(url: str, block: ServerBlock) -> None:
+    try:
+        with urllib.request.urlopen(f"{url}/reverify_mode", timeout=5) as reply:
+            reply.read()
+    except OSError as exc:
+        raise ReverifyError(
+            f"resources server {block.instance!r} at {url} failed its health check: {exc}"
+        ) from exc
+
+
+def _tail(stream: IO[bytes], limit: int = 2000) -> str:
+    stream.seek(0)
+    return stream.read().decode(errors="replace")[-limit:].strip()

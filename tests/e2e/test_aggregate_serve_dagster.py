@@ -1,0 +1,245 @@
+"""``reverify aggregate`` over shards, ``reverify serve``, Ctrl-C, and what the Dagster instance records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support.cli import CONFORMANCE, REVERIFY, ROOT, read_jsonl, run_reverify, write_jsonl
+from tests.support.fake_verifier import FakeVerifier
+
+pytestmark = pytest.mark.slow
+MCQA_CONFIG = ROOT / "configs" / "mcqa.yaml"
+INPUTS = CONFORMANCE / "rollouts_materialized_inputs.jsonl"
+ROLLOUTS = CONFORMANCE / "rollouts.jsonl"
+LENIENT = "++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"
+
+
+def server_children() -> list[str]:
+    found = subprocess.run(["pgrep", "-f", "reverify_assets.servers.child_process"], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    whole = run_reverify(
+        "run",
+        "--config",
+        MCQA_CONFIG,
+        "--inputs",
+        INPUTS,
+        "--rollouts",
+        ROLLOUTS,
+        "--output",
+        tmp_path / "whole.jsonl",
+        LENIENT,
+        home=home,
+    )
+    assert whole.returncode == 0, whole.stderr
+    rows = read_jsonl(ROLLOUTS)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    # Two shards with tasks split unevenly and out of order, as users split a rollouts file.
+    halves = [[r for r in rows if r["_ng_task_index"] % 3 == 0], [r for r in rows if r["_ng_task_index"] % 3 != 0]]
+    for number, half in enumerate(halves):
+        part = write_jsonl(tmp_path / f"part{number}.jsonl", half)
+        done = run_reverify(
+            "run",
+            "--config",
+            MCQA_CONFIG,
+            "--inputs",
+            INPUTS,
+            "--rollouts",
+            part,
+            "--output",
+            shards / f"rs-shard{number}.jsonl",
+            "--disable-aggregation",
+            LENIENT,
+            home=home,
+        )
+        assert done.returncode == 0, done.stderr
+    merged = tmp_path / "merged.jsonl"
+    result = run_reverify(
+        "aggregate",
+        "--config",
+        MCQA_CONFIG,
+        "--input-glob",
+        f"{shards}/rs-shard*.jsonl",
+        "--output",
+        merged,
+        LENIENT,
+        home=home,
+    )
+    assert result.returncode == 0, result.stderr
+    assert merged.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    ours = orjson.loads((tmp_path / "merged_aggregate_metrics.json").read_bytes())
+    reference = orjson.loads((tmp_path / "whole_aggregate_metrics.json").read_bytes())
+    assert ours == reference
+
+    unmerged = tmp_path / "unmerged.jsonl"
+    result = run_reverify(
+        "aggregate",
+        "--config",
+        MCQA_CONFIG,
+        "--input-glob",
+        f"{shards}/rs-shard1.jsonl,{shards}/*.jsonl",
+        "--output",
+        unmerged,
+        LENIENT,
+        "++merge_shards=false",
+        home=home,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not unmerged.exists()
+    assert orjson.loads((tmp_path / "unmerged_aggregate_metrics.json").read_bytes()) == reference
+
+
+def test_aggregate_with_no_matching_shard_is_an_error(tmp_path: Path) -> None:
+    result = run_reverify(
+        "aggregate",
+        "--config",
+        MCQA_CONFIG,
+        "--input-glob",
+        f"{tmp_path}/none*.jsonl",
+        "--output",
+        tmp_path / "m.jsonl",
+        home=tmp_path / "h",
+    )
+    assert result.returncode == 1
+    assert "No shards matched" in result.stderr
+
+
+def test_serve_runs_the_configured_server_until_interrupted(tmp_path: Path) -> None:
+    process = subprocess.Popen([REVERIFY, "serve", "--config", str(MCQA_CONFIG)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert "mcqa (mcqa) listening on http://127.0.0.1:" in line
+        url = line.split()[-1]
+        with urllib.request.urlopen(f"{url}/reverify_mode", timeout=5) as reply:
+            assert orjson.loads(reply.read()) == "stateless"
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+
+
+def test_ctrl_c_stops_the_started_server(tmp_path: Path) -> None:
+    inputs = write_jsonl(
+        tmp_path / "i.jsonl",
+        [
+            {
+                "_ng_task_index": t,
+                "_ng_rollout_index": 0,
+                "agent_ref": {"name": "a"},
+                "options": [{"A": "x"}],
+                "expected_answer": "A",
+                "responses_create_params": {"input": "q"},
+            }
+            for t in range(3)
+        ],
+    )
+    rollouts = write_jsonl(
+        tmp_path / "r.jsonl",
+        [{"_ng_task_index": t, "_ng_rollout_index": 0, "response": {"output": []}} for t in range(3)],
+    )
+    # A url server that never answers keeps the run busy while the built-in one is alive.
+    config = tmp_path / "two.yaml"
+    with FakeVerifier(latency_s=60) as slow:
+        config.write_text(
+            "mcqa:\n  resources_servers:\n    mcqa: {}\n"
+            f"slow:\n  resources_servers:\n    x:\n      url: {slow.url}\n"
+            "a:\n  responses_api_agents:\n    simple_agent:\n      resources_server: {name: slow}\n"
+            "b:\n  responses_api_agents:\n    simple_agent:\n      resources_server: {name: mcqa}\n"
+        )
+        before = set(server_children())
+        env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "h")}
+        process = subprocess.Popen(
+            [
+                REVERIFY,
+                "run",
+                "--config",
+                str(config),
+                "--inputs",
+                str(inputs),
+                "--rollouts",
+                str(rollouts),
+                "--output",
+                str(tmp_path / "o.jsonl"),
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while slow.stats.verify_calls == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert slow.stats.verify_calls > 0, "the run never reached the verify step"
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+    assert code != 0
+    time.sleep(0.5)
+    assert set(server_children()) - before == set()
+
+
+def test_cli_runs_are_dagster_materializations_with_lineage_metadata(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    result = run_reverify(
+        "run",
+        "--config",
+        MCQA_CONFIG,
+        "--inputs",
+        INPUTS,
+        "--rollouts",
+        ROLLOUTS,
+        "--output",
+        tmp_path / "rs.jsonl",
+        LENIENT,
+        home=home,
+    )
+    assert result.returncode == 0, result.stderr
+    probe = (
+        "import dagster as dg, json\n"
+        "i = dg.DagsterInstance.get()\n"
+        "out = {}\n"
+        "names = ['materialized_inputs', 'rollouts', 'verify_payloads', 'reverified_rows',\n"
+        "         'reverify_failures', 'aggregate_metrics']\n"
+        "for name in names:\n"
+        "    e = i.get_latest_materialization_event(dg.AssetKey(name))\n"
+        "    m = e.asset_materialization\n"
+        "    out[name] = {'meta': {k: str(v.value) for k, v in m.metadata.items()}, 'tags': dict(m.tags or {})}\n"
+        "print(json.dumps(out))\n"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        check=True,
+    )
+    records = orjson.loads(shown.stdout)
+    rows = records["reverified_rows"]["meta"]
+    assert rows["rows"] == "180" and float(rows["mean reward"]) == pytest.approx(0.45)
+    assert rows["file"].endswith("rs.jsonl") and len(rows["verifier config hash"]) == 12
+    assert rows["failures by class"] == "{}"
+    for name, record in records.items():
+        assert "dagster/data_version" in record["tags"], name
+    assert "pass@1[avg-of-3]/accuracy" in records["aggregate_metrics"]["meta"]["key metrics"]
+
+
+def test_definitions_validate(tmp_path: Path) -> None:
+    dagster = Path(sys.executable).parent / "dagster"
+    result = subprocess.run(
+        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,144 @@
+"""Config files, overrides and routing of rows to resources servers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reverify_assets.config.fingerprint import verifier_config_hash
+from reverify_assets.config.loading import load_config
+from reverify_assets.config.topology import read_topology
+from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.pipeline.preparation import load_verifier_setup
+from reverify_assets.pipeline.reverify_guard import enforce_guard
+
+MCQA = {"mcqa": {"resources_servers": {"mcqa": {"entrypoint": "app.py", "grading_mode": None, "domain": "knowledge"}}}}
+TWO_SERVERS_WITH_AGENTS = {
+    "rs_a": {"resources_servers": {"mcqa": {}}},
+    "rs_b": {"resources_servers": {"mcqa": {"url": "http://127.0.0.1:9"}}},
+    "agent_a": {
+        "responses_api_agents": {"simple_agent": {"resources_server": {"type": "resources_servers", "name": "rs_a"}}}
+    },
+    "agent_b": {"responses_api_agents": {"simple_agent": {"resources_server": {"name": "rs_b"}}}},
+    "env_b": {"environment_servers": {"legacy_agent": {"agent_server": {"name": "agent_b"}}}},
+}
+
+
+def write_yaml(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_configs_merge_in_order_and_overrides_win(tmp_path: Path) -> None:
+    first = write_yaml(tmp_path, "a.yaml", "mcqa:\n  resources_servers:\n    mcqa:\n      grading_mode: null\n")
+    second = write_yaml(tmp_path, "b.yaml", "mcqa:\n  resources_servers:\n    mcqa:\n      domain: x\n")
+    config = load_config([first, second], ["++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed", "+extra=1"])
+    assert config["mcqa"]["resources_servers"]["mcqa"] == {"grading_mode": "lenient_boxed", "domain": "x"}
+    assert config["extra"] == 1
+
+
+@pytest.mark.parametrize("override", ["++=x", "++novalue", "++a..b=1"])
+def test_bad_override_is_a_usage_error(tmp_path: Path, override: str) -> None:
+    path = write_yaml(tmp_path, "a.yaml", "a: 1\n")
+    with pytest.raises(UsageError):
+        load_config([path], [override])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, r"config file not found: .*missing.yaml"),
+        ("a: [1, 2\n", r"is not valid YAML"),
+        ("- 1\n- 2\n", r"must hold a mapping"),
+    ],
+)
+def test_config_file_errors_name_the_file(tmp_path: Path, text: str | None, message: str) -> None:
+    path = tmp_path / "missing.yaml" if text is None else write_yaml(tmp_path, "bad.yaml", text)
+    with pytest.raises(ReverifyError, match=message):
+        load_config([path])
+
+
+def test_single_server_and_no_agents_takes_every_row() -> None:
+    topology = read_topology(MCQA)
+    assert topology.server_for({"agent_ref": {"name": "anything"}}) == "mcqa"
+    assert topology.server_for({}) == "mcqa"
+
+
+@pytest.mark.parametrize(
+    ("row", "server"),
+    [
+        ({"agent_ref": {"name": "agent_a"}}, "rs_a"),
+        ({"agent_ref": {"name": "agent_b"}}, "rs_b"),
+        ({"agent_ref": {"name": "agent_a"}, "task_source": "rs_b"}, "rs_b"),
+        ({"agent_ref": {"name": "nobody"}, "_ng_environment_server": "env_b"}, "rs_b"),
+    ],
+)
+def test_routing_by_agent_blocks(row: dict[str, Any], server: str) -> None:
+    assert read_topology(TWO_SERVERS_WITH_AGENTS).server_for(row) == server
+
+
+def test_unroutable_row_names_the_agent() -> None:
+    with pytest.raises(ReverifyError, match=r"agent_ref.name='nobody'.*Known agents: \['agent_a', 'agent_b'\]"):
+        read_topology(TWO_SERVERS_WITH_AGENTS).server_for({"agent_ref": {"name": "nobody"}})
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"x": 1}, "declares no resources server"),
+        ({"a": {"resources_servers": {"mcqa": {}}}, "b": {"resources_servers": {"mcqa": {}}}}, "no agent blocks"),
+        ({**MCQA, "ag": {"responses_api_agents": {"s": {"resources_server": {"name": "gone"}}}}}, "'gone'"),
+    ],
+)
+def test_topology_errors(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(ReverifyError, match=message):
+        read_topology(config)
+
+
+@pytest.mark.parametrize(
+    ("yaml", "message"),
+    [
+        ("judge:\n  resources_servers:\n    my_judge: {}\n", r"'judge' has type 'my_judge', which is not built in"),
+        (
+            "mcqa:\n  resources_servers:\n    mcqa:\n      grading_mode: fuzzy\n",
+            r"mcqa.resources_servers.mcqa.grading_mode: Input should be",
+        ),
+    ],
+)
+def test_builtin_block_errors_name_instance_and_field(tmp_path: Path, yaml: str, message: str) -> None:
+    with pytest.raises(ReverifyError, match=message):
+        load_verifier_setup([write_yaml(tmp_path, "c.yaml", yaml)], [])
+
+
+def test_url_blocks_of_any_type_are_accepted(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "c.yaml", "j:\n  resources_servers:\n    my_judge:\n      url: http://127.0.0.1:1/\n")
+    assert load_verifier_setup([path], []).topology.servers["j"].url == "http://127.0.0.1:1"
+
+
+def test_config_hash_ignores_placement_but_not_grading() -> None:
+    base = read_topology(MCQA).servers.values()
+    moved = read_topology(
+        {"mcqa": {"resources_servers": {"mcqa": {**MCQA["mcqa"]["resources_servers"]["mcqa"], "port": 9999}}}}
+    ).servers.values()
+    regraded = read_topology({"mcqa": {"resources_servers": {"mcqa": {"grading_mode": "lenient_boxed"}}}})
+    assert verifier_config_hash(base) == verifier_config_hash(moved)
+    assert verifier_config_hash(base) != verifier_config_hash(regraded.servers.values())
+
+
+@pytest.mark.parametrize(
+    ("modes", "force", "outcome"),
+    [
+        ({"a": "stateless"}, False, False),
+        ({"a": "stateless", "b": "unknown"}, True, True),
+        ({"a": "unsupported"}, False, "raise"),
+    ],
+)
+def test_reverify_mode_guard(modes: dict[str, str], force: bool, outcome: object) -> None:
+    if outcome == "raise":
+        with pytest.raises(ReverifyError, match=r"Resource server\(s\) \['a'\] have reverify_mode=UNSUPPORTED"):
+            enforce_guard(modes, force=force)
+    else:
+        assert enforce_guard(modes, force=force) is outcome

@@ -1,0 +1,105 @@
+"""Reading JSONL, indexing keys and joining rollouts to inputs: every bad input names its file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.jsonl import LineAppender, iter_jsonl, write_json_atomic
+from reverify_assets.lib.key_index import join_rollouts_to_inputs, scan_keys
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def row(task: object, rollout: object, **extra: object) -> str:
+    return orjson.dumps({"_ng_task_index": task, "_ng_rollout_index": rollout, **extra}).decode()
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([row(0, 0), "", row(0, 1)], r"data.jsonl:2: blank line"),
+        ([row(0, 0), "   ", row(0, 1)], r"data.jsonl:2: blank line"),
+        ([row(0, 0), '{"_ng_task_index": 0,'], r"data.jsonl:2: malformed JSON"),
+        (["[1, 2]"], r"data.jsonl:1: expected a JSON object, found list"),
+        (
+            [row(0, 0), '{"_ng_rollout_index": 1}'],
+            r"data.jsonl:2: `_ng_task_index` must be an integer \(it is missing\)",
+        ),
+        ([row("0", 0)], r"data.jsonl:1: `_ng_task_index` must be an integer \(found '0'\)"),
+        ([row(0, True)], r"data.jsonl:1: `_ng_rollout_index` must be an integer \(found True\)"),
+        ([row(0, 0), row(1, 0), row(0, 0)], r"data.jsonl: duplicate key \(task 0, rollout 0\) at lines 1, 3"),
+    ],
+)
+def test_scan_rejects_bad_lines_naming_file_and_line(tmp_path: Path, lines: list[str], message: str) -> None:
+    path = write_lines(tmp_path / "data.jsonl", lines)
+    with pytest.raises(ReverifyError, match=message):
+        scan_keys(path)
+
+
+def test_scan_reports_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ReverifyError, match=r"cannot read .*nope.jsonl"):
+        scan_keys(tmp_path / "nope.jsonl")
+
+
+def test_offsets_read_back_the_same_rows(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "data.jsonl", [row(2, 1, text="é" * 5), row(0, 0), row(1, 3, x=[1, 2])])
+    index = scan_keys(path)
+    with open(path, "rb") as fh:
+        for entry, offset in zip(iter_jsonl(path), index.frame["offset"], strict=True):
+            fh.seek(offset)
+            assert orjson.loads(fh.readline()) == entry.row
+    assert index.frame["line"].to_list() == [1, 2, 3]
+
+
+def test_limit_counts_rows_in_file_order(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "r.jsonl", [row(5, 0), row(1, 0), row(3, 0)])
+    assert scan_keys(path, limit=2).frame["task"].to_list() == [5, 1]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "rollouts", "expected"),
+    [
+        ([(0, 0), (0, 1), (1, 0)], [(1, 0), (0, 1), (0, 0)], [(0, 0), (0, 1), (1, 0)]),
+        ([(0, 0), (0, 1), (1, 0)], [(0, 1)], [(0, 1)]),  # inputs without a rollout are fine
+        ([(42, 0), (99, 0)], [(99, 0), (42, 0)], [(42, 0), (99, 0)]),  # caller-given task indexes
+    ],
+)
+def test_join_pairs_every_rollout_sorted_by_key(
+    tmp_path: Path, inputs: list[tuple[int, int]], rollouts: list[tuple[int, int]], expected: list[tuple[int, int]]
+) -> None:
+    inputs_index = scan_keys(write_lines(tmp_path / "i.jsonl", [row(t, r) for t, r in inputs]))
+    rollouts_index = scan_keys(write_lines(tmp_path / "r.jsonl", [row(t, r) for t, r in rollouts]))
+    plan = join_rollouts_to_inputs(inputs_index, rollouts_index)
+    assert list(zip(plan["task"], plan["rollout"], strict=True)) == expected
+
+
+def test_join_names_the_rollout_without_an_input(tmp_path: Path) -> None:
+    inputs_index = scan_keys(write_lines(tmp_path / "i.jsonl", [row(0, 0)]))
+    rollouts_index = scan_keys(write_lines(tmp_path / "r.jsonl", [row(0, 0), row(7, 2), row(8, 0)]))
+    with pytest.raises(ReverifyError, match=r"r.jsonl:2: rollout \(task 7, rollout 2\) has no matching row .*1 more"):
+        join_rollouts_to_inputs(inputs_index, rollouts_index)
+
+
+def test_line_appender_writes_whole_lines(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "out.jsonl"
+    with LineAppender(path) as out:
+        out.write_lines([b'{"a":1}\n', b'{"a":2}\n'])
+        out.write_lines([])
+    with LineAppender(path) as out:
+        out.write_lines([b'{"a":3}\n'])
+        assert out.lines_written == 1
+    assert path.read_bytes() == b'{"a":1}\n{"a":2}\n{"a":3}\n'
+
+
+def test_atomic_json_leaves_no_temporary_file(tmp_path: Path) -> None:
+    target = tmp_path / "m.json"
+    write_json_atomic(target, [{"x": 1}])
+    assert orjson.loads(target.read_bytes()) == [{"x": 1}]
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
