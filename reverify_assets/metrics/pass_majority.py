@@ -71,31 +71,27 @@ def _as_number(value: Any) -> Any:
 
 
 def score_table(tasks: Tasks, score_fn: ScoreFn | None = None, answer_key: str | None = None) -> ScoreTable:
+    """Score every rollout, one task at a time (only one task's score dicts are alive at once)."""
     score_fn = score_fn or default_score_fn
-    per_task: list[list[Mapping[str, Any]]] = []
+    by_name: dict[str, list[list[Any]]] = {}
     answers: list[list[Any]] | None = [] if answer_key is not None else None
-    names: set[str] = set()
-    for rollouts in tasks:
+    for done, rollouts in enumerate(tasks):
         task_scores = []
-        task_answers = []
         for rollout in rollouts:
             scores = {name: _as_number(value) for name, value in score_fn(rollout).items()}
             if answer_key is not None:
-                answer = rollout.get(answer_key)
-                task_answers.append(answer)
-                scores[NO_ANSWER] = 1 if answer is None else 0
-            names.update(scores)
+                scores[NO_ANSWER] = 1 if rollout.get(answer_key) is None else 0
             task_scores.append(scores)
-        per_task.append(task_scores)
+            for name in scores:
+                if name not in by_name:
+                    by_name[name] = [[MISSING] * len(previous) for previous in tasks[:done]]
+        for name, column in by_name.items():
+            column.append([scores.get(name, MISSING) for scores in task_scores])
         if answers is not None:
-            answers.append(task_answers)
-    ordered = sorted(names)
-    by_name = {
-        name: [[scores.get(name, MISSING) for scores in task_scores] for task_scores in per_task]
-        for name in ordered
-    }
+            answers.append([rollout.get(answer_key) for rollout in rollouts])
+    ordered = sorted(by_name)
     max_k = max((len(rollouts) for rollouts in tasks), default=0)
-    return ScoreTable(by_name, answers, ordered, max_k)
+    return ScoreTable({name: by_name[name] for name in ordered}, answers, ordered, max_k)
 
 
 def compute_pass_majority_metrics(

@@ -27,7 +27,13 @@ class ResourcesServer(ABC):
     reverify_mode: ClassVar[ReverifyMode] = ReverifyMode.UNKNOWN
 
     @abstractmethod
-    def verify(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def verify(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def open(self) -> None:
+        """Acquire what verification needs (an HTTP session to a judge, say) once the server runs."""
+
+    async def close(self) -> None:
+        """Release what ``open`` acquired."""
 
     def aggregate_metrics(self, verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
         return baseline_metrics(verify_responses)
@@ -51,7 +57,7 @@ def build_app(server: ResourcesServer) -> web.Application:
     async def verify(request: web.Request) -> web.Response:
         body = await read_json_object(request)
         try:
-            return json_response(server.verify(body))
+            return json_response(await server.verify(body))
         except BadVerifyRequest as exc:
             return json_response({"detail": str(exc)}, status=422)
 
@@ -67,6 +73,15 @@ def build_app(server: ResourcesServer) -> web.Application:
 
     # Aggregation bodies hold every row of a run; the default 1 MiB cap would refuse them.
     app = web.Application(client_max_size=1 << 34)
+
+    async def open_server(_: web.Application) -> None:
+        await server.open()
+
+    async def close_server(_: web.Application) -> None:
+        await server.close()
+
+    app.on_startup.append(open_server)
+    app.on_cleanup.append(close_server)
     app.router.add_post("/verify", verify)
     app.router.add_get("/reverify_mode", reverify_mode)
     app.router.add_post("/aggregate_metrics", aggregate_metrics)

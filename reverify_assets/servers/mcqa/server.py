@@ -39,7 +39,7 @@ class MCQAServer(ResourcesServer):
     def __init__(self, config: MCQAServerConfig) -> None:
         self.config = config
 
-    def verify(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def verify(self, body: dict[str, Any]) -> dict[str, Any]:
         response = body.get("response")
         if not isinstance(response, Mapping):
             raise BadVerifyRequest("`response` must be an object (a Responses API response)")
