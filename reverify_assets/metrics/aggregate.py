@@ -19,6 +19,11 @@ How it is made:
 5. key_metrics: ``get_key_metrics(agent_metrics)``, by default every ``mean/*`` entry.
 6. ``compute_repeat_metrics(tasks_of_one_repeat)``, if given, is run per repeat: its metrics replace the
    generic ones of the same name in the repeat entries and are summarised across repeats.
+7. NaN and infinities become None, as pydantic writes them (JSON null): the answer is plain JSON.
+
+Differences from NeMo Gym, on input it cannot take either: a row without ``_ng_task_index`` /
+``_ng_rollout_index`` counts as index 0 (NeMo Gym fails with a KeyError), and the duplicate-key
+ValueError words its message differently.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from numbers import Real
 from typing import Any
 
 from reverify_assets.metrics import names as n
+from reverify_assets.metrics.json_safe import json_safe
 from reverify_assets.metrics.perf_summary import compute_perf_summary
 from reverify_assets.metrics.profile_table import build_table, rollout_key
 from reverify_assets.metrics.reward_profile import across_repeats, profile
@@ -81,7 +87,7 @@ def aggregate_metrics(
         total_rollouts=len(verify_responses),
     )
     if not scored:
-        return _answer([], dict(coverage), dict(coverage), perf_summary, [])
+        return _answer([], dict(coverage), dict(coverage), json_safe(perf_summary), [])
 
     result = profile(build_table(scored))
     agent_metrics = result.agent_metrics
@@ -109,7 +115,11 @@ def aggregate_metrics(
         )
 
     return _answer(
-        result.group_level_metrics, agent_metrics, key_metrics, perf_summary, result.repeat_level_metrics
+        result.group_level_metrics,
+        json_safe(agent_metrics),
+        json_safe(key_metrics),
+        json_safe(perf_summary),
+        json_safe(result.repeat_level_metrics),
     )
 
 
@@ -150,7 +160,7 @@ def _merge_per_task_metrics(groups: list[dict[str, Any]], per_task: Sequence[Map
     for group in groups:
         metrics = by_task.get(group.get(n.TASK_INDEX))
         if metrics is not None:
-            group.update({name: value for name, value in metrics.items() if name != n.TASK_INDEX})
+            group.update({name: json_safe(value) for name, value in metrics.items() if name != n.TASK_INDEX})
 
 
 def _is_finite_number(value: Any) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from reverify_assets.metrics.summation import numpy_sum
 
 CONFIDENCE = 0.95
+NAN = float("nan")
 
 
 def is_missing(value: float) -> bool:
@@ -26,19 +27,19 @@ def present(values: Sequence[float]) -> list[float]:
     return [value for value in values if value == value]
 
 
-def gapped_mean(values: Sequence[float]) -> float | None:
-    """``DataFrame.mean()`` of one column: None when every value is missing."""
+def gapped_mean(values: Sequence[float]) -> float:
+    """``DataFrame.mean()`` of one column: NaN when every value is missing."""
     filled, count = _zero_filled(values)
     if count == 0:
-        return None
+        return NAN
     return numpy_sum(filled) / count
 
 
-def gapped_std(values: Sequence[float]) -> float | None:
-    """``DataFrame.std()`` (ddof=1) of one column: None with fewer than two values."""
+def gapped_std(values: Sequence[float]) -> float:
+    """``DataFrame.std()`` (ddof=1) of one column: NaN with fewer than two values."""
     filled, count = _zero_filled(values)
     if count - 1 <= 0:
-        return None
+        return NAN
     average = numpy_sum(filled) / count
     squares = [0.0 if is_missing(value) else (average - value) * (average - value) for value in values]
     return math.sqrt(numpy_sum(squares) / (count - 1))

@@ -127,7 +127,8 @@ def _scored(task: Sequence[Any]) -> list[Any]:
 
 
 def _put_percentage(metrics: dict[str, Any], key: str, values: Sequence[Any]) -> None:
-    kept = [value for value in values if value is not None]
+    """``100 * mean`` of the tasks' values under `key`; tasks that have none (MISSING) do not count."""
+    kept = [value for value in values if value is not MISSING]
     if kept:
         metrics[key] = 100.0 * python_sum(kept) / len(kept)
 
@@ -137,9 +138,9 @@ def _is_binary(values: Sequence[Any]) -> bool:
 
 
 def _pass_at_k(values: Sequence[Any], k: int) -> Any:
-    """One task's pass@k, or None when it has fewer than k scored rollouts."""
+    """One task's pass@k, or MISSING when it has fewer than k scored rollouts."""
     if not values or k > len(values):
-        return None
+        return MISSING
     if not _is_binary(values):
         return max(values[:k])
     wrong = sum(1 for value in values if not value)
@@ -150,7 +151,7 @@ def _pass_at_k(values: Sequence[Any], k: int) -> Any:
 
 def _mean_first(task: Sequence[Any], k: int) -> Any:
     values = _scored(task[:k])
-    return python_sum(values) / len(values) if values else None
+    return python_sum(values) / len(values) if values else MISSING
 
 
 def _majority(answers: Sequence[Any], task: Sequence[Any], k: int) -> Any:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from reverify_assets.metrics.json_safe import json_number
 from reverify_assets.metrics.names import MASK_SAMPLE, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, USAGE
 
 _NAN = float("nan")
@@ -117,15 +118,15 @@ def _rollout_info(key: tuple[Any, Any], row: Mapping[str, Any], usage: Mapping[s
     task, rollout = key
     info: dict[str, Any] = {"rollout_id": f"{task}:{rollout}", TASK_INDEX: task, ROLLOUT_INDEX: rollout}
     if REWARD in row:
-        info[REWARD] = row[REWARD]
+        info[REWARD] = json_number(row[REWARD])
     for name, value in usage.items():
         number = _number(value)
         if number is not None:
-            info[name] = number
+            info[name] = json_number(number)
     for name, value in row.items():
         if name.startswith("_") or name in (REWARD, RESPONSE, MASK_SAMPLE):
             continue
         number = _number(value)
         if number is not None:
-            info[name] = number
+            info[name] = json_number(number)
     return info

@@ -20,6 +20,7 @@ from typing import Any
 
 from reverify_assets.metrics import column_stats as cs
 from reverify_assets.metrics import names as n
+from reverify_assets.metrics.json_safe import json_number
 from reverify_assets.metrics.profile_table import ProfileTable
 
 # The statistics a group or agent entry has, in their order.
@@ -45,32 +46,33 @@ def describe(columns: Mapping[str, array], start: int, stop: int, all_int: bool)
     """``mean/<col>``, ``max/<col>``, ``min/<col>``, ``median/<col>``, ``std/<col>`` over rows ``start:stop``.
 
     A statistic that pandas leaves NaN (no value; std of fewer than two) is left out, except that when the
-    std of every column is NaN, the columns with no gap in these rows get std 0.0.
+    std of every column is NaN, the columns with no gap in these rows get std 0.0. An infinite one is None
+    (NeMo Gym's JSON has null there).
     """
     segments = {name: column[start:stop] for name, column in columns.items()}
     stats: dict[str, dict[str, Any]] = {stat: {} for stat in DESCRIBE_STATS}
     for name, values in segments.items():
-        stats[n.MEAN][name] = cs.gapped_mean(values)
         values_present = cs.present(values)
+        stats[n.MEAN][name] = cs.gapped_mean(values)
         stats[n.MAX][name] = _extreme(max, values_present, all_int)
         stats[n.MIN][name] = _extreme(min, values_present, all_int)
-        stats[n.MEDIAN][name] = cs.median(values_present) if values_present else None
+        stats[n.MEDIAN][name] = cs.median(values_present) if values_present else cs.NAN
         stats[n.STD][name] = cs.gapped_std(values)
-    if all(value is None for value in stats[n.STD].values()):
+    if all(cs.is_missing(value) for value in stats[n.STD].values()):
         for name, values in segments.items():
             if not any(cs.is_missing(value) for value in values):
                 stats[n.STD][name] = 0.0
     return {
-        n.stat_key(stat, name): value
+        n.stat_key(stat, name): json_number(value)
         for stat in DESCRIBE_STATS
         for name, value in stats[stat].items()
-        if value is not None
+        if not cs.is_missing(value)
     }
 
 
-def _extreme(pick: Any, values: Sequence[float], all_int: bool) -> int | float | None:
+def _extreme(pick: Any, values: Sequence[float], all_int: bool) -> int | float:
     if not values:
-        return None
+        return cs.NAN
     value = pick(values)
     return int(value) if all_int else value
 
