@@ -19,9 +19,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="reverify", description="Re-score stored NeMo Gym rollouts with a changed verifier."
-    )
+    parser = _Parser(prog="reverify", description="Re-score stored NeMo Gym rollouts with a changed verifier.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="re-verify rollouts (a Dagster materialization)")
@@ -29,27 +27,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--inputs", required=True, help="rollouts_materialized_inputs.jsonl")
     run.add_argument("--rollouts", required=True, help="rollouts.jsonl")
     run.add_argument("--output", "-o", required=True, help="output .jsonl")
-    run.add_argument(
-        "--force", action="store_true", help="run against servers not declared stateless (unsafe_ files)"
-    )
+    run.add_argument("--force", action="store_true", help="run against servers not declared stateless (unsafe_ files)")
     run.add_argument("--overwrite", action="store_true", help="delete an existing output and sidecar first")
+    run.add_argument("--resume", action="store_true", help="continue an interrupted run from its output and sidecar")
+    run.add_argument(
+        "--judge-failed-only",
+        action="store_true",
+        help="re-judge only the judge failures of <rollouts stem>_failures.jsonl and carry the successes over",
+    )
+    run.add_argument("--append", action="store_true", help="with --judge-failed-only: add to an existing output")
     run.add_argument("--disable-aggregation", action="store_true", help="skip the aggregate metrics (shards)")
     run.add_argument("--limit", type=int, help="verify only the first N rows of --rollouts")
     run.add_argument("--concurrency", type=int, help="requests in flight at most (default 64)")
+    run.add_argument("--max-attempts", type=int, help="on --resume, skip keys with this many sidecar rows (default 3)")
 
-    aggregate = commands.add_parser(
-        "aggregate", help="merge shard outputs and compute their aggregate metrics"
-    )
-    aggregate.add_argument(
-        "--config", action="append", required=True, help="verifier config YAML (repeatable)"
-    )
+    aggregate = commands.add_parser("aggregate", help="merge shard outputs and compute their aggregate metrics")
+    aggregate.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
     aggregate.add_argument("--input-glob", "-i", required=True, help="comma-separated globs of shard outputs")
     aggregate.add_argument("--output", "-o", required=True, help="merged output .jsonl")
 
-    serve = commands.add_parser(
-        "serve", help="run the configured built-in resources servers in the foreground"
-    )
+    serve = commands.add_parser("serve", help="run the configured built-in resources servers in the foreground")
     serve.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
+    from reverify_assets.cli.judge_serve_command import add_judge_serve_parser
+
+    add_judge_serve_parser(commands)
     return parser
 
 
@@ -84,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from reverify_assets.cli.aggregate_command import aggregate_command
 
             aggregate_command(args, overrides)
+        elif args.command == "judge-serve":
+            from reverify_assets.cli.judge_serve_command import judge_serve_command
+
+            judge_serve_command(args, overrides)
         else:
             from reverify_assets.cli.serve_command import serve_command
 

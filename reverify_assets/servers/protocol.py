@@ -29,10 +29,10 @@ class ResourcesServer(ABC):
     @abstractmethod
     async def verify(self, body: dict[str, Any]) -> dict[str, Any]: ...
 
-    async def open(self) -> None:
+    async def open(self) -> None:  # noqa: B027 - a hook: most servers need nothing here
         """Acquire what verification needs (an HTTP session to a judge, say) once the server runs."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - a hook, like open
         """Release what ``open`` acquired."""
 
     def aggregate_metrics(self, verify_responses: list[dict[str, Any]]) -> dict[str, Any]:

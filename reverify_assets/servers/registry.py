@@ -29,6 +29,9 @@ class BuiltinServer:
 
 BUILTIN_SERVERS: Mapping[str, BuiltinServer] = {
     "mcqa": BuiltinServer("reverify_assets.servers.mcqa.server", "MCQAServerConfig", "MCQAServer"),
+    "equivalence_judge": BuiltinServer(
+        "reverify_assets.servers.judge.server", "EquivalenceJudgeConfig", "EquivalenceJudgeServer"
+    ),
 }
 
 
@@ -44,8 +47,7 @@ def validate_builtin_block(block: ServerBlock) -> BaseModel:
         return builtin.config_model().model_validate(dict(block.fields))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{block.config_path}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-            for err in exc.errors()
+            f"{block.config_path}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
         )
         raise ReverifyError(f"config: {problems}") from exc
 

@@ -1,0 +1,79 @@
+"""How the local judge model misbehaves on purpose: the knobs of ``reverify judge-serve`` and ``POST /control``.
+
+* ``fail_status`` (default 503): the HTTP status of an injected failure (any 4xx or 5xx; 401 imitates a bad key).
+* ``fail_share`` (0..1): the share of requests that fail. Which ones is decided by a hash of ``seed`` and the
+  request's messages, so within one configuration the same prompt always fails (retries do not help) and
+  the same prompts fail on every run.
+* ``seed``: picks *which* requests the share hits.
+* ``latency_ms``: waited before every chat-completion answer.
+* ``outage`` ``START:END`` (seconds; ``END`` may be empty for "until changed"): every request in that window
+  fails with ``fail_status``. The window counts from when the setting took effect: the server's start for the
+  command line, the ``/control`` call for a runtime change (so ``{"outage": "0:"}`` starts one now and
+  ``{"outage": null}`` ends it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    start_s: float
+    end_s: float | None  # None: until changed
+
+    @classmethod
+    def parse(cls, spec: str) -> Outage:
+        start, sep, end = spec.partition(":")
+        problem = f"outage must be START:END in seconds with 0 <= START <= END (END may be empty), not {spec!r}"
+        try:
+            window = cls(float(start or 0), float(end) if end else None)
+        except ValueError:
+            raise ValueError(problem) from None
+        if not sep or window.start_s < 0 or (window.end_s is not None and window.end_s < window.start_s):
+            raise ValueError(problem)
+        return window
+
+    def covers(self, elapsed_s: float) -> bool:
+        return elapsed_s >= self.start_s and (self.end_s is None or elapsed_s < self.end_s)
+
+    def __str__(self) -> str:
+        return f"{self.start_s:g}:{'' if self.end_s is None else f'{self.end_s:g}'}"
+
+
+class FailureSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    fail_status: int = Field(default=503, ge=400, le=599)
+    fail_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    seed: int = 0
+    latency_ms: float = Field(default=0.0, ge=0.0)
+    outage: Outage | None = None
+
+    @field_validator("outage", mode="before")
+    @classmethod
+    def _parse_outage(cls, value: Any) -> Any:
+        return Outage.parse(value) if isinstance(value, str) else value
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "fail_status": self.fail_status,
+            "fail_share": self.fail_share,
+            "seed": self.seed,
+            "latency_ms": self.latency_ms,
+            "outage": None if self.outage is None else str(self.outage),
+        }
+
+
+def share_hit(seed: int, content: bytes, share: float) -> bool:
+    """Whether a request falls in the failing share: a stable hash of (seed, content) mapped onto [0, 1)."""
+    if share <= 0.0:
+        return False
+    if share >= 1.0:
+        return True
+    digest = hashlib.sha256(seed.to_bytes(8, "big", signed=True) + content).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share

@@ -1,0 +1,147 @@
+"""One judge call over an OpenAI-compatible ``POST /v1/chat/completions``, with NeMo Gym's retry rules.
+
+As NeMo Gym's ``call_judge``: a 408, 429 or 5xx reply, a timeout or a lost connection is tried again, up
+to ``max_attempts`` attempts with full-jitter exponential backoff; any other 4xx (a bad key, a bad request)
+and a reply that is not a chat completion fail at once, since they would fail the same way again. The
+status is checked before the body is parsed, so a 401 reports "HTTP 401", not a parse error of its body.
+Every message goes through the redactor: the API key is never in a reason we hand back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from reverify_assets.servers.judge.failsafe import JudgeCallFailed
+from reverify_assets.servers.judge.redaction import Redactor
+from reverify_assets.verifier.retry import RetryPolicy, is_retryable_status
+
+Sleep = Callable[[float], Awaitable[Any]]
+BODY_SNIPPET_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeReply:
+    text: str | None  # None: the completion carried no text at all
+    finish_reason: str | None
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+class _RetryableFailure(Exception):
+    """An attempt failed in a way another attempt may not."""
+
+
+def chat_completions_url(base_url: str) -> str:
+    """``{base}/v1/chat/completions``, whether or not the configured base already ends in ``/v1``."""
+    base = base_url.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    return f"{base}/v1/chat/completions"
+
+
+def _describe(exc: BaseException) -> str:
+    """NeMo Gym's wording: the exception class name, then its text."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _snippet(payload: bytes) -> str:
+    text = payload.decode(errors="replace").strip()
+    return text if len(text) <= BODY_SNIPPET_CHARS else text[:BODY_SNIPPET_CHARS] + "…"
+
+
+def _message_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        texts = [part["text"] for part in content if isinstance(part, Mapping) and isinstance(part.get("text"), str)]
+        return "".join(texts) if texts else None
+    return None
+
+
+def parse_chat_completion(payload: bytes) -> JudgeReply:
+    """The first choice's message text; ValueError when the body is not a chat completion."""
+    try:
+        body = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"the judge's HTTP 200 reply is not JSON: {_snippet(payload)}") from exc
+    choices = body.get("choices") if isinstance(body, Mapping) else None
+    if not isinstance(choices, Sequence) or not choices or not isinstance(choices[0], Mapping):
+        raise ValueError(f"the judge's HTTP 200 reply is not a chat completion (no `choices`): {_snippet(payload)}")
+    message = choices[0].get("message")
+    if not isinstance(message, Mapping):
+        raise ValueError(f"the judge's HTTP 200 reply has no `choices[0].message`: {_snippet(payload)}")
+    finish_reason = choices[0].get("finish_reason")
+    return JudgeReply(_message_text(message.get("content")), finish_reason if isinstance(finish_reason, str) else None)
+
+
+class JudgeClient:
+    def __init__(
+        self,
+        *,
+        url: str,
+        api_key: str | None,
+        retry: RetryPolicy,
+        session: aiohttp.ClientSession,
+        redact: Redactor,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.url = url
+        self.retry = retry
+        self.session = session
+        self.redact = redact
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._timeout = aiohttp.ClientTimeout(total=retry.timeout_s)
+
+    def __repr__(self) -> str:  # the headers hold the key: never show them
+        return f"JudgeClient(url={self.url!r}, attempts={self.retry.attempts})"
+
+    async def complete(self, request: Mapping[str, Any]) -> JudgeReply:
+        """The judge's reply, or JudgeCallFailed with the reason of the last attempt."""
+        body = orjson.dumps(request)
+        attempts = self.retry.attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._attempt(body)
+            except _RetryableFailure as exc:
+                if attempt == attempts:
+                    suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
+                    raise JudgeCallFailed(self.redact(f"{exc}{suffix}")) from None
+            await self._sleep(self.retry.delay(attempt - 1, self._rng))
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _attempt(self, body: bytes) -> JudgeReply:
+        try:
+            async with self.session.post(self.url, data=body, headers=self._headers, timeout=self._timeout) as reply:
+                payload = await reply.read()
+                status = reply.status
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            raise _RetryableFailure(self.redact(_describe(exc))) from None
+        except TimeoutError:
+            raise _RetryableFailure(f"TimeoutError: no judge reply within {self.retry.timeout_s:g} s") from None
+        except aiohttp.ClientError as exc:  # e.g. an invalid URL: the same on every attempt
+            raise JudgeCallFailed(self.redact(_describe(exc))) from None
+        if status >= 400:
+            reason = self.redact(f"HTTP {status} from the judge: {_snippet(payload)}")
+            if is_retryable_status(status):
+                raise _RetryableFailure(reason)
+            raise JudgeCallFailed(reason)
+        try:
+            reply_text = parse_chat_completion(payload)
+        except ValueError as exc:
+            raise JudgeCallFailed(self.redact(str(exc))) from None
+        return JudgeReply(None if reply_text.text is None else self.redact(reply_text.text), reply_text.finish_reason)

@@ -1,0 +1,246 @@
+"""The built-in ``equivalence_judge`` resources server (NeMo Gym's ``equivalence_llm_judge`` semantics)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import aiohttp
+
+from reverify_assets.metrics.aggregate import aggregate_metrics
+from reverify_assets.servers.judge import metrics as judge_metrics
+from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
+from reverify_assets.servers.judge.failsafe import JudgeCallFailed, judge_failed_row
+from reverify_assets.servers.judge.judge_client import JudgeClient, Sleep, chat_completions_url
+from reverify_assets.servers.judge.prompt import (
+    fill_prompt,
+    judge_messages,
+    last_assistant_text,
+    last_user_text,
+    narrow,
+)
+from reverify_assets.servers.judge.redaction import Redactor
+from reverify_assets.servers.judge.verdict import parse_verdict
+from reverify_assets.servers.protocol import BadVerifyRequest, ResourcesServer, ReverifyMode
+
+__all__ = ["EquivalenceJudgeConfig", "EquivalenceJudgeServer", "JudgeRequest", "parse_request"]
+
+Evaluation = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeRequest:
+    body: Mapping[str, Any]
+    response: Mapping[str, Any]
+    expected_answer: str
+    question: str | None
+    per_record_regex: str | None
+
+
+def parse_request(body: Mapping[str, Any]) -> JudgeRequest:
+    """The fields grading needs; BadVerifyRequest (HTTP 422) names the first one that is missing or wrong."""
+    response = body.get("response")
+    if not isinstance(response, Mapping):
+        raise BadVerifyRequest("`response` must be an object (a Responses API response)")
+    params = body.get("responses_create_params")
+    if params is not None and not isinstance(params, Mapping):
+        raise BadVerifyRequest("`responses_create_params` must be an object")
+    for name, kind, types in (
+        ("question", "a string", (str,)),
+        ("options", "a list of single-key objects", (list,)),
+        ("metadata", "an object", (Mapping,)),
+        ("uuid", "a string or an integer", (str, int)),
+    ):
+        if body.get(name) is not None and not isinstance(body[name], types):
+            raise BadVerifyRequest(f"`{name}` must be {kind}")
+    template_metadata = body.get("template_metadata")
+    regex = template_metadata.get("output_regex") if isinstance(template_metadata, Mapping) else None
+    return JudgeRequest(
+        body=body,
+        response=response,
+        expected_answer=_expected_answer(body),
+        question=body.get("question"),
+        per_record_regex=regex if isinstance(regex, str) and regex else None,
+    )
+
+
+def _expected_answer(body: Mapping[str, Any]) -> str:
+    """``expected_answer``, else ``metadata.expected_answer`` (as NeMo Gym falls back to it)."""
+    expected = body.get("expected_answer")
+    if expected is not None and not isinstance(expected, str):
+        raise BadVerifyRequest("`expected_answer` must be a string")
+    if expected:
+        return expected
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping) and metadata.get("expected_answer") is not None:
+        return str(metadata["expected_answer"])
+    if expected is None:
+        raise BadVerifyRequest("`expected_answer` is required (a string)")
+    return expected
+
+
+class EquivalenceJudgeServer(ResourcesServer):
+    """Asks an LLM judge whether the response's answer is equivalent to the expected one.
+
+    ``reverify_mode`` is ``stateless``: the grade is computed from the verify request alone (the stored
+    response, the expected answer, the question) plus this server's config; no ``/seed_session`` state is
+    read or needed, so re-verifying a stored rollout asks the judge exactly what verifying it asked.
+    What that does *not* promise: the same reward. An LLM judge is a remote model; another sampling, a
+    provider's silent model update or a different ``judge_model``/prompt can change its verdict.
+    ``temperature: 0`` and a pinned model make it as repeatable as the provider allows, and a judge that
+    could not be called never scores a row (the row goes to the failures sidecar, retryable).
+    """
+
+    reverify_mode: ClassVar[ReverifyMode] = ReverifyMode.STATELESS
+
+    def __init__(
+        self, config: EquivalenceJudgeConfig, *, sleep: Sleep = asyncio.sleep, rng: random.Random | None = None
+    ) -> None:
+        self.config = config
+        self._sleep = sleep  # injectable so tests never wait out a backoff
+        self._rng = rng
+        self._session: aiohttp.ClientSession | None = None
+        self._client: JudgeClient | None = None
+        self._limit: AbstractAsyncContextManager[Any] = nullcontext()
+
+    async def open(self) -> None:
+        cfg = self.config
+        # Read at start-up, never stored in the config: the key exists only in the client's headers.
+        api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=cfg.judge_endpoint_max_concurrency or 0)
+        )
+        self._client = JudgeClient(
+            url=chat_completions_url(cfg.judge_base_url),
+            api_key=api_key,
+            retry=cfg.retry_policy(),
+            session=self._session,
+            redact=Redactor(api_key),
+            sleep=self._sleep,
+            rng=self._rng,
+        )
+        if cfg.judge_endpoint_max_concurrency is not None:
+            self._limit = asyncio.Semaphore(cfg.judge_endpoint_max_concurrency)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        self._session = self._client = None
+
+    async def verify(self, body: dict[str, Any]) -> dict[str, Any]:
+        request = parse_request(body)
+        try:
+            return await self._grade(request)
+        except JudgeCallFailed as exc:
+            # Only the judge client raises this, and only for a failed call: a bug anywhere else in grading
+            # still propagates (HTTP 500) instead of being filed as a judge outage.
+            return judge_failed_row(body, str(exc))
+
+    async def _grade(self, request: JudgeRequest) -> dict[str, Any]:
+        cfg = self.config
+        expected = request.expected_answer
+        answer_text = last_assistant_text(request.response)
+        if cfg.max_answer_chars is not None and len(answer_text) > cfg.max_answer_chars:
+            reason = f"final_answer_too_long: {len(answer_text)} characters exceeds {cfg.max_answer_chars}"
+            return self._result(request, 0.0, None, [], failure_reason=reason)
+        question = request.question
+        if question is None:
+            question = narrow(last_user_text(request.body.get("responses_create_params")), cfg.question_extract_regex)
+        extracted = narrow(answer_text, self._extraction_regex(request)) if answer_text else None
+        generated = extracted if extracted is not None else cfg.msg_extraction_failure
+
+        equal, first = await self._evaluate(question, expected, generated)
+        if not equal:
+            if self._per_record_regex_skipped(request) or not self._may_rescue(request):
+                return self._result(request, 0.0, extracted, [first])
+            # The per-record regex may have cut the answer wrongly: judge the whole text for partial credit.
+            rescued, second = await self._evaluate(question, expected, answer_text or cfg.msg_extraction_failure)
+            reward = cfg.reward_if_full_generation_succeeds if rescued else 0.0
+            return self._result(request, reward, extracted, [first, second])
+        if not cfg.check_twice_swap or self._per_record_regex_skipped(request):
+            return self._result(request, 1.0, extracted, [first])
+        # Same question with the answers swapped: a judge with a positional bias must agree both ways.
+        swapped, second = await self._evaluate(question, generated, expected)
+        return self._result(request, 1.0 if swapped else cfg.reward_if_swap_fails, extracted, [first, second])
+
+    async def _evaluate(self, question: str, expected_answer: str, generated_answer: str) -> tuple[bool, Evaluation]:
+        cfg = self.config
+        prompt = fill_prompt(
+            cfg.prompt_template, question=question, expected_answer=expected_answer, generated_answer=generated_answer
+        )
+        judge_request = {
+            "model": cfg.judge_model,
+            "messages": judge_messages(cfg.judge_system_message, prompt),
+            **cfg.sampling_params(),
+        }
+        if self._client is None:
+            raise RuntimeError("the equivalence judge server was not opened")
+        async with self._limit:
+            reply = await self._client.complete(judge_request)
+        verdict = parse_verdict(
+            reply.text,
+            equal_label=cfg.judge_equal_label,
+            not_equal_label=cfg.judge_not_equal_label,
+            truncated=reply.truncated,
+        )
+        evaluation: Evaluation = {
+            "responses_create_params": judge_request,
+            "response": reply.text,
+            "verdict_label": verdict.label,
+        }
+        if verdict.issues:  # as NeMo Gym: absent when the reply read cleanly
+            evaluation["judgement_parsing_issues"] = list(verdict.issues)
+        return verdict.equal, evaluation
+
+    def _extraction_regex(self, request: JudgeRequest) -> str | None:
+        cfg = self.config
+        if cfg.use_per_record_regex and request.per_record_regex:
+            return None if self._per_record_regex_skipped(request) else request.per_record_regex
+        return cfg.response_extract_regex
+
+    def _per_record_regex_skipped(self, request: JudgeRequest) -> bool:
+        """A long expected answer is judged against the whole text, and then needs no second pass."""
+        cfg = self.config
+        return (
+            cfg.use_per_record_regex
+            and request.per_record_regex is not None
+            and cfg.extraction_length_threshold is not None
+            and len(request.expected_answer) > cfg.extraction_length_threshold
+        )
+
+    def _may_rescue(self, request: JudgeRequest) -> bool:
+        cfg = self.config
+        return cfg.check_full_generation_on_fail and cfg.use_per_record_regex and request.per_record_regex is not None
+
+    @staticmethod
+    def _result(
+        request: JudgeRequest,
+        reward: float,
+        extracted: str | None,
+        evaluations: list[Evaluation],
+        *,
+        failure_reason: str | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "responses_create_params": request.body.get("responses_create_params"),
+            "response": request.response,
+            "reward": reward,
+            "mask_sample": False,
+            "failure_kind": None,
+            "failure_reason": failure_reason,
+            "expected_answer": request.expected_answer,
+            "extracted_answer": extracted or None,
+            "judge_evaluations": evaluations,
+        }
+
+    def aggregate_metrics(self, verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
+        return aggregate_metrics(
+            verify_responses,
+            compute_metrics=judge_metrics.compute_metrics,
+            get_key_metrics=judge_metrics.get_key_metrics,
+        )

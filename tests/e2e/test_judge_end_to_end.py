@@ -1,0 +1,338 @@
+"""``reverify run`` with the built-in ``equivalence_judge`` server against the local judge model, end to end.
+
+The local judge model runs as ``reverify judge-serve`` (a subprocess, for the whole module) and is switched
+between tests through ``POST /control``; every run is the real CLI in a subprocess. The judge requires the
+API key, so a successful run proves the key was sent; no file written and no output printed may contain it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.support.cli import REVERIFY, read_jsonl, run_reverify, write_jsonl
+
+pytestmark = pytest.mark.slow
+
+KEY = "sk-e2e-QmV5Rm9yVGVzdHM-distinctive-7731"
+KEY_ENV = "E2E_JUDGE_API_KEY"  # what the equivalence_judge block reads
+JUDGE_KEY_ENV = "E2E_LOCAL_JUDGE_KEY"  # what the local judge model requires
+AGENT = "qa_simple_agent"
+ROLLOUTS_PER_TASK = 2
+
+# (question, expected answer, the two rollouts' answers, their rewards under the local judge's rule)
+QA: list[tuple[str, str, tuple[str, str], tuple[float, float]]] = [
+    ("What is half of one?", "1/2", ("0.5", "The answer is \\boxed{\\frac{1}{2}}"), (1.0, 1.0)),
+    ("What is the capital of France?", "Paris", ("paris.", "London"), (1.0, 0.0)),
+    ("How many legs does a spider have?", "8", ("eight", "It has 8 legs"), (0.0, 0.0)),
+    ("Which planet is the largest?", "Jupiter", ("Saturn", "\\text{Jupiter}"), (0.0, 1.0)),
+    ("At what temperature does water boil at sea level, in Celsius?", "100", ("100 °C", "212"), (1.0, 0.0)),
+    ("LOCAL-JUDGE:GARBAGE What is 1+1?", "2", ("2", "2"), (0.0, 0.0)),  # the judge answers without a verdict
+]
+ROWS = len(QA) * ROLLOUTS_PER_TASK
+
+
+@dataclass
+class LocalJudge:
+    url: str
+    process: subprocess.Popen[bytes]
+    logs: list[Path]
+
+    def _call(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = None if body is None else orjson.dumps(body)
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method="GET" if body is None else "POST")
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return orjson.loads(reply.read())
+
+    def control(self, **knobs: Any) -> dict[str, Any]:
+        defaults = {"fail_status": 503, "fail_share": 0.0, "outage": None, "latency_ms": 0, "seed": 0}
+        return self._call("/control", defaults | knobs | {"reset_stats": True})
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("/stats")
+
+
+@dataclass
+class Transcript:
+    """Everything the key must never appear in: the directories runs wrote to and every process output."""
+
+    roots: list[Path] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def transcript() -> Transcript:
+    return Transcript()
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory, transcript: Transcript) -> Iterator[LocalJudge]:
+    logs_dir = tmp_path_factory.mktemp("judge_serve")
+    transcript.roots.append(logs_dir)
+    stdout, stderr = logs_dir / "stdout.txt", logs_dir / "stderr.txt"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [REVERIFY, "judge-serve", "--port", "0", "--api-key-env", JUDGE_KEY_ENV],
+            stdout=out,
+            stderr=err,
+            env={**os.environ, JUDGE_KEY_ENV: KEY},
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := re.search(r"judge model listening on (http://127\.0\.0\.1:\d+)", stdout.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        yield LocalJudge(found.group(1), process, [stdout, stderr])
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0, stderr.read_text()
+    assert "judge model stopped" in stdout.read_text()
+
+
+@pytest.fixture(autouse=True)
+def judge_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+def qa_dataset(directory: Path) -> tuple[Path, Path]:
+    """NeMo Gym files of a free-form QA run: materialized inputs (task-major) and rollouts (reversed)."""
+    inputs, rollouts = [], []
+    for task, (question, expected, answers, _) in enumerate(QA):
+        for rollout, answer in enumerate(answers):
+            key = {"_ng_task_index": task, "_ng_rollout_index": rollout}
+            inputs.append(
+                {
+                    "responses_create_params": {"input": [{"role": "user", "content": question}]},
+                    "question": question,
+                    "expected_answer": expected,
+                    "uuid": f"qa-{task}",
+                    "agent_ref": {"type": "responses_api_agents", "name": AGENT},
+                    **key,
+                }
+            )
+            rollouts.append(
+                {"response": response(answer, task, rollout), "reward": 0.5, **key, "agent_ref": {"name": AGENT}}
+            )
+    return (
+        write_jsonl(directory / "rollouts_materialized_inputs.jsonl", inputs),
+        write_jsonl(directory / "rollouts.jsonl", reversed(rollouts)),
+    )
+
+
+def response(answer: str, task: int, rollout: int) -> dict[str, Any]:
+    text = {"type": "output_text", "text": answer, "annotations": []}
+    return {
+        "id": f"resp_{task}_{rollout}",
+        "object": "response",
+        "status": "completed",
+        "output": [
+            {"id": "rs_1", "type": "reasoning", "summary": []},
+            {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed", "content": [text]},
+        ],
+        "usage": {"input_tokens": 20, "output_tokens": 5, "total_tokens": 25},
+    }
+
+
+def judge_config(directory: Path, judge: LocalJudge) -> Path:
+    path = directory / "judge.yaml"
+    path.write_text(
+        "judge:\n"
+        "  resources_servers:\n"
+        "    equivalence_judge:\n"
+        f"      judge_base_url: {judge.url}/v1\n"
+        f"      api_key_env: {KEY_ENV}\n"
+        "      max_attempts: 3\n"
+        "      retry_base_wait_s: 0.01\n"
+        "      retry_max_wait_s: 0.05\n"
+        "      timeout_s: 10\n"
+        "      domain: knowledge\n"
+    )
+    return path
+
+
+@dataclass
+class Run:
+    result: subprocess.CompletedProcess[str]
+    output: Path
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.output) if self.output.exists() else []
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.output.with_name(f"{self.output.stem}_failures.jsonl"))
+
+
+def reverify(
+    directory: Path, judge: LocalJudge, transcript: Transcript, *extra: str, rollouts: Path | None = None
+) -> Run:
+    inputs, dataset_rollouts = qa_dataset(directory)
+    rollouts = rollouts or dataset_rollouts
+    output = directory / "out" / "reverified.jsonl"
+    result = run_reverify(
+        "run",
+        "--config",
+        judge_config(directory, judge),
+        "--inputs",
+        inputs,
+        "--rollouts",
+        rollouts,
+        "--output",
+        output,
+        *extra,
+        home=directory / "dagster_home",
+    )
+    transcript.roots.append(directory)
+    transcript.outputs += [result.stdout, result.stderr]
+    return Run(result, output)
+
+
+def keys(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return [(row["_ng_task_index"], row["_ng_rollout_index"]) for row in rows]
+
+
+def expected_rewards() -> dict[tuple[int, int], float]:
+    return {(task, r): rewards[r] for task, (*_, rewards) in enumerate(QA) for r in range(ROLLOUTS_PER_TASK)}
+
+
+def test_rewards_come_from_the_judge(tmp_path: Path, judge: LocalJudge, transcript: Transcript) -> None:
+    judge.control()
+    run = reverify(tmp_path, judge, transcript)
+    assert run.result.returncode == 0, run.result.stderr
+    rows = run.rows
+    assert keys(rows) == sorted(expected_rewards())
+    assert {key: row["reward"] for key, row in zip(keys(rows), rows, strict=True)} == expected_rewards()
+    assert run.failures == []
+    garbage = [row for row in rows if row["_ng_task_index"] == 5]
+    assert all(row["judge_evaluations"][0]["judgement_parsing_issues"] == ["no_verdict"] for row in garbage)
+    assert all(row["judge_evaluations"][0]["verdict_label"] is None for row in garbage)
+    first = rows[0]
+    assert first["expected_answer"] == "1/2" and first["extracted_answer"] == "0.5"
+    assert first["agent_ref"]["name"] == AGENT and first["mask_sample"] is False
+    stats = judge.stats()
+    assert stats["requests"] == stats["answered"] == stats["bearer_requests"] == ROWS
+    assert stats["unauthorized"] == 0, "the key from api_key_env reached the judge"
+    metrics = orjson.loads(run.output.with_name("reverified_aggregate_metrics.json").read_bytes())
+    assert [entry["agent_ref"] for entry in metrics] == [{"name": AGENT}]
+    key_metrics = metrics[0]["key_metrics"]
+    assert key_metrics["mean/reward"] == pytest.approx(5 / 12)
+    assert key_metrics["judgement_parsing_issue_rate"] == pytest.approx(2 / 12)
+
+
+def test_a_judge_that_keeps_failing_sends_every_row_to_the_sidecar(
+    tmp_path: Path, judge: LocalJudge, transcript: Transcript
+) -> None:
+    judge.control(fail_status=503, fail_share=1.0)
+    run = reverify(tmp_path, judge, transcript)
+    assert run.result.returncode == 0, run.result.stderr
+    assert run.rows == []
+    failures = run.failures
+    assert sorted(keys(failures)) == sorted(expected_rewards())
+    rollouts = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in read_jsonl(tmp_path / "rollouts.jsonl")}
+    for row in failures:
+        assert row["_ng_failure_class"] == "judge_failed" and row["failure_kind"] == "judge_failed"
+        assert row["reward"] == 0.0 and row["mask_sample"] is True and "_ng_failure_terminal" not in row
+        assert row["_ng_failure_judge_error"].startswith("HTTP 503 from the judge")
+        assert row["_ng_failure_judge_error"].endswith("(after 3 attempts)")
+        assert row["response"] == rollouts[(row["_ng_task_index"], row["_ng_rollout_index"])]["response"]
+    assert judge.stats()["requests"] == 3 * ROWS, "each row's judge call was tried three times"
+
+
+def test_an_auth_error_is_not_retried(tmp_path: Path, judge: LocalJudge, transcript: Transcript) -> None:
+    judge.control(fail_status=401, fail_share=1.0)
+    run = reverify(tmp_path, judge, transcript)
+    assert run.result.returncode == 0, run.result.stderr
+    assert run.rows == []
+    failures = run.failures
+    assert len(failures) == ROWS
+    assert all(row["_ng_failure_judge_error"].startswith("HTTP 401") for row in failures)
+    assert all("attempts" not in row["_ng_failure_judge_error"] for row in failures)
+    assert judge.stats()["requests"] == ROWS, "a 401 is not retried"
+
+
+def test_a_partial_outage_scores_some_rows_and_parks_the_rest(
+    tmp_path: Path, judge: LocalJudge, transcript: Transcript
+) -> None:
+    judge.control(fail_status=503, fail_share=0.5, seed=3)
+    run = reverify(tmp_path, judge, transcript)
+    assert run.result.returncode == 0, run.result.stderr
+    scored, failed = keys(run.rows), keys(run.failures)
+    assert 0 < len(scored) < ROWS and len(scored) + len(failed) == ROWS
+    assert sorted(scored + failed) == sorted(expected_rewards())
+    assert all(row["reward"] == expected_rewards()[key] for key, row in zip(scored, run.rows, strict=True))
+    assert all(row["_ng_failure_class"] == "judge_failed" for row in run.failures)
+    stats = judge.stats()
+    assert stats["requests"] == len(scored) + 3 * len(failed), "the same prompt fails the same way on every retry"
+
+    # The judge is back: recovery re-judges only the parked rows, from their saved answers.
+    judge.control()
+    recovered = reverify(tmp_path, judge, transcript, "--judge-failed-only", "--append", rollouts=run.output)
+    assert recovered.result.returncode == 0, recovered.result.stderr
+    assert {key: row["reward"] for key, row in zip(keys(recovered.rows), recovered.rows, strict=True)} == (
+        expected_rewards()
+    )
+    assert judge.stats()["requests"] == len(failed)
+
+
+@pytest.mark.parametrize(
+    ("flags", "code", "message"),
+    [
+        (["--fail-share", "2"], 2, "--fail-share: Input should be less than or equal to 1"),
+        (["--fail-status", "200"], 2, "--fail-status: Input should be greater than or equal to 400"),
+        (["--outage", "9:3"], 2, "outage must be START:END"),
+        (["--api-key-env", "E2E_SURELY_UNSET_VARIABLE"], 1, "not set in the environment"),
+    ],
+)
+def test_judge_serve_refuses_bad_flags(tmp_path: Path, flags: list[str], code: int, message: str) -> None:
+    result = run_reverify("judge-serve", "--port", "0", *flags, home=tmp_path, timeout=30)
+    assert result.returncode == code and message in result.stderr, result.stderr
+    assert "listening" not in result.stdout
+
+
+def test_the_api_key_is_in_no_file_and_no_output(tmp_path: Path, judge: LocalJudge, transcript: Transcript) -> None:
+    """Every run above plus a ``reverify serve`` of the judge config, fed a success and a 401."""
+    config = judge_config(tmp_path, judge)
+    stderr_path, stdout_path = tmp_path / "serve_stderr.txt", tmp_path / "serve_stdout.txt"
+    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        serve = subprocess.Popen([REVERIFY, "serve", "--config", str(config)], stdout=out, stderr=err)
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := re.search(r"listening on (http://\S+)", stdout_path.read_text())):
+            assert serve.poll() is None and time.monotonic() < deadline, stderr_path.read_text()
+            time.sleep(0.05)
+        inputs, rollouts = qa_dataset(tmp_path)
+        body = read_jsonl(inputs)[0] | {"response": read_jsonl(rollouts)[-1]["response"]}
+        replies = []
+        for knobs in ({}, {"fail_status": 401, "fail_share": 1.0}):
+            judge.control(**knobs)
+            request = urllib.request.Request(f"{found.group(1)}/verify", data=orjson.dumps(body), method="POST")
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                replies.append(orjson.loads(reply.read()))
+        assert replies[0]["reward"] == 1.0 and replies[1]["_ng_failure_class"] == "judge_failed"
+        transcript.outputs.append(orjson.dumps(replies).decode())
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=10)
+    judge.control()
+    transcript.roots.append(tmp_path)
+
+    leaks = [str(path) for root in transcript.roots for path in root.rglob("*") if path.is_file() and leaks_key(path)]
+    assert leaks == []
+    assert not any(KEY in text for text in transcript.outputs)
+    assert len(transcript.roots) >= 3, "the runs above wrote files that were searched"
+
+
+def leaks_key(path: Path) -> bool:
+    return KEY.encode() in path.read_bytes()
