@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from reverify_assets.defs.assets import REVERIFY_ASSETS
+from reverify_assets.defs.assets import ALL_ASSETS
 from reverify_assets.defs.resources import RescoringResource
 
 ROOT = Path(__file__).resolve().parent
@@ -14,7 +14,7 @@ SAMPLE = ROOT / "samples" / "mcqa"
 
 # Materializing from the UI re-scores the bundled sample; the CLI runs the same assets with its own paths.
 defs = dg.Definitions(
-    assets=REVERIFY_ASSETS,
+    assets=ALL_ASSETS,
     resources={
         "rescoring": RescoringResource(
             config_paths=[str(ROOT / "configs" / "mcqa.yaml")],

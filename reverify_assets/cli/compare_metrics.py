@@ -17,8 +17,9 @@ def main(left: str, right: str) -> None:
     a, b = key_metrics(Path(left)), key_metrics(Path(right))
     names = list(dict.fromkeys([*a, *b]))
     width = max(len(n) for n in names)
-    left_title, right_title = Path(left).stem.removesuffix("_aggregate_metrics"), Path(right).stem.removesuffix(
-        "_aggregate_metrics"
+    left_title, right_title = (
+        Path(left).stem.removesuffix("_aggregate_metrics"),
+        Path(right).stem.removesuffix("_aggregate_metrics"),
     )
     print(f"{'key metric':<{width}}  {left_title:>28}  {right_title:>28}")
     for name in names:

@@ -10,11 +10,17 @@ from pydantic import ValidationError
 
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib.file_names import RunFiles
+from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import check_fresh_output
 from reverify_assets.pipeline.preparation import load_verifier_setup
 
 log = logging.getLogger("reverify")
+TWO_SOURCES_WARNING = (
+    "WARNING: --judge-failed-only merges two sources: the successes in {rollouts} keep the rewards the original "
+    "run gave them, the recovered rows get rewards computed now. Keep the verifier and judge config identical "
+    "to the original run's, or the merged metrics mix two graders."
+)
 
 
 def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
@@ -27,9 +33,13 @@ def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
             output=Path(args.output),
             force=args.force,
             overwrite=args.overwrite,
+            resume=args.resume,
+            judge_failed_only=args.judge_failed_only,
+            append=args.append,
             disable_aggregation=args.disable_aggregation,
             limit=args.limit,
             concurrency=args.concurrency or DEFAULT_CONCURRENCY,
+            max_attempts=args.max_attempts,
         )
     except ValidationError as exc:
         raise UsageError(str(exc)) from exc
@@ -37,17 +47,31 @@ def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
     return options
 
 
+def check_before_start(options: RunOptions) -> None:
+    """Everything a user can get wrong about files, before any server starts or any file is written."""
+    for flag, path in (("--inputs", options.inputs), ("--rollouts", options.rollouts)):
+        if not path.is_file():
+            raise ReverifyError(f"{flag} file not found: {path}")
+    if options.judge_failed_only and not (failures := source_failures_path(options.rollouts)).is_file():
+        raise ReverifyError(
+            f"--judge-failed-only reads the judge failures from {failures}, which does not exist "
+            "(it is the failures sidecar written next to --rollouts by the original run)"
+        )
+    if options.resume or options.append:
+        return
+    check_fresh_output(RunFiles.for_output(options.output), overwrite=options.overwrite)
+    if options.force and not options.judge_failed_only:
+        check_fresh_output(RunFiles.for_output(options.output, unsafe=True), overwrite=options.overwrite)
+
+
 def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     options = run_options(args, overrides)
     setup = load_verifier_setup(options.config_paths, options.overrides)
     if setup.config.get("force") is True:  # NeMo Gym's own spelling of the flag: ++force=true
         options.force = True
-    for flag, path in (("--inputs", options.inputs), ("--rollouts", options.rollouts)):
-        if not path.is_file():
-            raise ReverifyError(f"{flag} file not found: {path}")
-    check_fresh_output(RunFiles.for_output(options.output), overwrite=options.overwrite)
-    if options.force:
-        check_fresh_output(RunFiles.for_output(options.output, unsafe=True), overwrite=options.overwrite)
+    check_before_start(options)
+    if options.judge_failed_only:
+        log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
 
     from reverify_assets.cli.summary import print_run_summary
     from reverify_assets.defs.materialization import materialize_rescoring
@@ -61,8 +85,12 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
         output=str(options.output.resolve()),
         force=options.force,
         overwrite=options.overwrite,
+        resume=options.resume,
+        judge_failed_only=options.judge_failed_only,
+        append=options.append,
         limit=options.limit,
         concurrency=options.concurrency,
+        max_attempts=options.max_attempts,
     )
     log.info("reverify: verifier config %s; rows stream from %s", setup.config_hash, options.rollouts)
     run = materialize_rescoring(
@@ -70,4 +98,4 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
         aggregate=not options.disable_aggregation,
         tags={"reverify/output": str(options.output), "reverify/config_hash": setup.config_hash},
     )
-    print_run_summary(run, disable_aggregation=options.disable_aggregation)
+    print_run_summary(run, recovery=options.judge_failed_only, disable_aggregation=options.disable_aggregation)

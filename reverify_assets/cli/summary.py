@@ -2,31 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from reverify_assets.defs.materialization import MaterializedRun
 
 
-def _value(metadata: dict[str, Any], name: str) -> Any:
-    entry = metadata.get(name)
-    return getattr(entry, "value", entry)
-
-
-def print_run_summary(run: MaterializedRun, *, disable_aggregation: bool) -> None:
-    meta = run.verification_metadata
-    unsafe = bool(_value(meta, "unsafe"))
-    if unsafe:
+def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregation: bool) -> None:
+    verified = run.metadata.get("recovered_rows" if recovery else "reverified_rows", {})
+    output = run.metadata.get("merged_rollouts" if recovery else "reverified_rows", {})
+    if verified.get("unsafe"):
         print("WARNING: rewards came from servers not declared stateless; files are prefixed with 'unsafe_'.")
-    mean = _value(meta, "mean reward")
+    if recovery:
+        print(
+            f"Seeded {output.get('seeded this run', 0)} successes and recovered {verified.get('rows written', 0)} "
+            f"of {verified.get('rows verified', 0)} re-judged rows."
+        )
     print(f"Output:   {run.output.path} ({run.output.rows} rows)")
-    print(f"Failures: {run.failures.path} ({run.failures.rows} rows)")
-    failures = _value(meta, "failures by class") or {}
+    failures = verified.get("failures by class") or {}
+    print(f"Failures: {run.failures.path} ({verified.get('failures', 0)} written this run)")
     if failures:
         by_class = ", ".join(f"{count} {name}" for name, count in failures.items())
-        print(f"Rollouts missing from the score: {run.failures.rows} ({by_class})")
-    if mean is not None:
+        print(f"Rollouts missing from the score: {verified.get('failures', 0)} ({by_class}); see {run.failures.path}")
+    if (mean := output.get("mean reward")) is not None:
         print(f"Mean reward: {mean:.4f}")
     if disable_aggregation:
         print("Aggregation disabled: run `reverify aggregate` after all shards finish.")
@@ -34,4 +31,6 @@ def print_run_summary(run: MaterializedRun, *, disable_aggregation: bool) -> Non
         print(f"Metrics:  {run.metrics.path}")
         for entry in orjson.loads(open(run.metrics.path, "rb").read()):
             print(f"  {entry['agent_ref']['name']}: {orjson.dumps(entry.get('key_metrics', {})).decode()}")
+    if verified.get("unsafe"):
+        print("WARNING: this output is unsafe: the verifier may need per-rollout state that reverification lacks.")
     print(f"Dagster run: {run.run_id}")

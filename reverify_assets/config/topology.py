@@ -84,9 +84,7 @@ def read_topology(config: Mapping[str, Any]) -> Topology:
             elif (agent := _referenced_name(fields.get("agent_server"))) is not None:
                 environment_agents[instance] = agent
     if not servers:
-        raise ReverifyError(
-            "config declares no resources server (a block `<name>: {resources_servers: {...}}`)"
-        )
+        raise ReverifyError("config declares no resources server (a block `<name>: {resources_servers: {...}}`)")
     for agent, target in agent_servers.items():
         if target not in servers:
             raise ReverifyError(

@@ -1,10 +1,17 @@
 """The rescoring as software-defined assets. Bodies stay thin: the work is in ``pipeline``.
 
-materialized_inputs ─┐
-                     ├─> verify_payloads ─> reverified_rows + reverify_failures ─> aggregate_metrics
-rollouts ────────────┘
-"""
+A rescoring (group ``reverify``)::
 
+    materialized_inputs ─┐
+                         ├─> verify_payloads ─> reverified_rows + reverify_failures ─> aggregate_metrics
+    rollouts ────────────┘
+
+Judge-failure recovery (group ``judge_recovery``) shares the two sources::
+
+    judge_failures ─> recovery_payloads ─> recovered_rows + recovery_failures ─┐
+    rollouts (the successes) ───────────────────────────────────────────────────┴─> merged_rollouts
+                                                                                    ─> merged_aggregate_metrics
+"""
 
 import logging
 from collections.abc import Iterator
@@ -21,24 +28,27 @@ from reverify_assets.defs.handles import (
     work_dir,
     write_parquet_atomic,
 )
-from reverify_assets.defs.metadata import aggregate_metadata, verification_metadata
+from reverify_assets.defs.metadata import aggregate_metadata, sidecar_metadata, verification_metadata
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.lib.file_names import aggregate_metrics_path
 from reverify_assets.lib.jsonl import iter_jsonl
+from reverify_assets.lib.judge_recovery import index_judge_failures, source_failures_path
 from reverify_assets.lib.key_index import KeyIndex
+from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
+from reverify_assets.pipeline.output_summary import summarize_output
 from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, scan_inputs, scan_rollouts
 from reverify_assets.pipeline.verification import run_verification
 from reverify_assets.pipeline.verify_loop import VerifyStats
 
-GROUP = "reverify"
+RESCORING = "reverify"
+RECOVERY = "judge_recovery"
+MIXED_PROVENANCE_CHECK = "one_verifier_config"
 log = logging.getLogger("reverify")
 
 
-@dg.asset(group_name=GROUP, description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key.")
-def materialized_inputs(
-    context: dg.AssetExecutionContext, rescoring: RescoringResource
-) -> dg.Output[IndexHandle]:
+@dg.asset(group_name=RESCORING, description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key.")
+def materialized_inputs(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
     source = Path(rescoring.inputs)
     index = scan_inputs(source)
     target = work_dir(context) / "materialized_inputs.parquet"
@@ -51,27 +61,52 @@ def materialized_inputs(
     )
 
 
-@dg.asset(
-    group_name=GROUP,
-    description="The stored rollouts (responses and their original rewards), indexed by key.",
-)
+@dg.asset(group_name=RESCORING, description="The stored rollouts (responses and original rewards), indexed by key.")
 def rollouts(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
     source = Path(rescoring.rollouts)
-    index = scan_rollouts(source, limit=rescoring.limit)
+    # In judge recovery --limit counts recovered rows, never the successes carried over.
+    index = scan_rollouts(source, limit=None if rescoring.judge_failed_only else rescoring.limit)
     target = work_dir(context) / "rollouts.parquet"
     write_parquet_atomic(index.frame, target)
-    metadata: dict[str, object] = {"file": dg.MetadataValue.path(str(source)), "rows": index.rows}
-    if rescoring.limit is not None:
-        metadata["limit"] = rescoring.limit
     return dg.Output(
         IndexHandle(source=str(source), index=str(target), rows=index.rows),
-        metadata=metadata,
+        metadata={"file": dg.MetadataValue.path(str(source)), "rows": index.rows},
         data_version=content_version(source),
     )
 
 
+def _plan(
+    context: dg.AssetExecutionContext, rescoring: RescoringResource, inputs: IndexHandle, responses: IndexHandle
+) -> dg.Output[PlanHandle]:
+    setup = rescoring.verifier_setup()
+    inputs_frame = pl.read_parquet(inputs.index)
+    inputs_index = InputsIndex(
+        KeyIndex(Path(inputs.source), inputs_frame.drop("route")), inputs_frame["route"], inputs.routes
+    )
+    responses_index = KeyIndex(Path(responses.source), pl.read_parquet(responses.index))
+    plan = join_and_route(inputs_index, responses_index, setup.topology)
+    target = work_dir(context) / f"{context.asset_key.to_python_identifier()}.parquet"
+    write_parquet_atomic(plan, target)
+    handle = PlanHandle(
+        inputs=inputs.source,
+        rollouts=responses.source,
+        plan=str(target),
+        rows=plan.height,
+        config_hash=setup.config_hash,
+    )
+    return dg.Output(
+        handle,
+        metadata={
+            "rows": plan.height,
+            "rows by server": dg.MetadataValue.json(dict(plan.group_by("server").len().sort("server").iter_rows())),
+            "verifier config hash": setup.config_hash,
+        },
+        data_version=content_version(target),
+    )
+
+
 @dg.asset(
-    group_name=GROUP,
+    group_name=RESCORING,
     description="The /verify requests: every rollout joined to its input row by (task, rollout), routed to a server.",
 )
 def verify_payloads(
@@ -80,105 +115,167 @@ def verify_payloads(
     materialized_inputs: IndexHandle,
     rollouts: IndexHandle,
 ) -> dg.Output[PlanHandle]:
-    setup = rescoring.verifier_setup()
-    inputs_frame = pl.read_parquet(materialized_inputs.index)
-    inputs = InputsIndex(
-        KeyIndex(Path(materialized_inputs.source), inputs_frame.drop("route")),
-        inputs_frame["route"],
-        materialized_inputs.routes,
+    return _plan(context, rescoring, materialized_inputs, rollouts)
+
+
+def _verify(
+    rescoring: RescoringResource, payloads: PlanHandle, names: tuple[str, str]
+) -> Iterator[dg.Output[OutputHandle]]:
+    step = rescoring.verify_step(responses=payloads.rollouts)
+    result = run_verification(
+        pl.read_parquet(payloads.plan), rescoring.verifier_setup(), step, on_progress=_log_progress
     )
-    plan = join_and_route(
-        inputs, KeyIndex(Path(rollouts.source), pl.read_parquet(rollouts.index)), setup.topology
+    stats, files, config_hash = result.stats, result.files, payloads.config_hash
+    rows_name, failures_name = names
+    # A run that added to an earlier output reports the whole file, not only what it wrote.
+    whole = summarize_output(files.output) if result.skipped or not step.policy.is_fresh else None
+    yield dg.Output(
+        OutputHandle(path=str(files.output), rows=whole.rows if whole else stats.to_output, config_hash=config_hash),
+        output_name=rows_name,
+        metadata=verification_metadata(files.output, result, config_hash, whole),
+        data_version=content_version(files.output),
     )
-    target = work_dir(context) / "verify_payloads.parquet"
-    write_parquet_atomic(plan, target)
-    per_server = plan.group_by("server").len().sort("server")
-    return dg.Output(
-        PlanHandle(
-            inputs=materialized_inputs.source,
-            rollouts=rollouts.source,
-            plan=str(target),
-            rows=plan.height,
-            config_hash=setup.config_hash,
-        ),
-        metadata={
-            "rows": plan.height,
-            "rows by server": dg.MetadataValue.json(dict(per_server.iter_rows())),
-            "verifier config hash": setup.config_hash,
-        },
-        data_version=content_version(target),
+    yield dg.Output(
+        OutputHandle(path=str(files.sidecar), rows=stats.to_sidecar, config_hash=config_hash),
+        output_name=failures_name,
+        metadata=sidecar_metadata(files.sidecar, stats, config_hash),
+        data_version=content_version(files.sidecar),
     )
 
 
 @dg.multi_asset(
-    group_name=GROUP,
+    group_name=RESCORING,
     outs={
-        "reverified_rows": dg.AssetOut(
-            description="The reverified rows, sorted by key: the run's output file."
-        ),
-        "reverify_failures": dg.AssetOut(
-            description="The failures sidecar: rows the verifier could not score."
-        ),
+        "reverified_rows": dg.AssetOut(description="The reverified rows, sorted by key: the run's output file."),
+        "reverify_failures": dg.AssetOut(description="The failures sidecar: rows the verifier could not score."),
     },
 )
 def reverify(
     context: dg.AssetExecutionContext, rescoring: RescoringResource, verify_payloads: PlanHandle
 ) -> Iterator[dg.Output[OutputHandle]]:
     """Every row's /verify call, asyncio inside this one step; the servers live exactly as long as it."""
-    options = rescoring.options()
-    result = run_verification(
-        pl.read_parquet(verify_payloads.plan),
-        rescoring.verifier_setup(),
-        inputs=Path(verify_payloads.inputs),
-        rollouts=Path(verify_payloads.rollouts),
-        output=options.output,
-        force=options.force,
-        overwrite=options.overwrite,
-        concurrency=options.concurrency,
-        on_progress=_log_progress,
-    )
-    stats, files, config_hash = result.stats, result.files, verify_payloads.config_hash
-    yield dg.Output(
-        OutputHandle(path=str(files.output), rows=stats.to_output, config_hash=config_hash),
-        output_name="reverified_rows",
-        metadata=verification_metadata(
-            files.output, stats, config_hash, result.reverify_modes, result.unsafe
-        ),
-        data_version=content_version(files.output),
-    )
-    yield dg.Output(
-        OutputHandle(path=str(files.sidecar), rows=stats.to_sidecar, config_hash=config_hash),
-        output_name="reverify_failures",
-        metadata={
-            "file": dg.MetadataValue.path(str(files.sidecar)),
-            "rows": stats.to_sidecar,
-            "failures by class": dg.MetadataValue.json(dict(stats.failures_by_class)),
-            "verifier config hash": config_hash,
-        },
-        data_version=content_version(files.sidecar),
-    )
+    yield from _verify(rescoring, verify_payloads, names=("reverified_rows", "reverify_failures"))
 
 
-@dg.asset(
-    group_name=GROUP, description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server."
-)
-def aggregate_metrics(
-    context: dg.AssetExecutionContext, rescoring: RescoringResource, reverified_rows: OutputHandle
-) -> dg.Output[OutputHandle | None]:
-    output = Path(reverified_rows.path)
+def _aggregate(rescoring: RescoringResource, rows: OutputHandle) -> dg.Output[OutputHandle | None]:
+    output = Path(rows.path)
     target = aggregate_metrics_path(output)
     entries = run_aggregation((line.row for line in iter_jsonl(output)), rescoring.verifier_setup(), target)
     if entries is None:
         return dg.Output(None, metadata={"note": "no row carries an agent name: nothing to aggregate"})
     return dg.Output(
-        OutputHandle(path=str(target), rows=reverified_rows.rows, config_hash=reverified_rows.config_hash),
-        metadata=aggregate_metadata(target, entries, reverified_rows.config_hash),
+        OutputHandle(path=str(target), rows=rows.rows, config_hash=rows.config_hash),
+        metadata=aggregate_metadata(target, entries, rows.config_hash),
         data_version=content_version(target),
     )
+
+
+@dg.asset(group_name=RESCORING, description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server.")
+def aggregate_metrics(
+    context: dg.AssetExecutionContext, rescoring: RescoringResource, reverified_rows: OutputHandle
+) -> dg.Output[OutputHandle | None]:
+    return _aggregate(rescoring, reverified_rows)
+
+
+@dg.asset(
+    group_name=RECOVERY,
+    description="The source failures: judge_failed / judge_invalid rows of <rollouts stem>_failures.jsonl.",
+)
+def judge_failures(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
+    source = source_failures_path(Path(rescoring.rollouts))
+    index = index_judge_failures(source, limit=rescoring.limit)
+    target = work_dir(context) / "judge_failures.parquet"
+    write_parquet_atomic(index.frame, target)
+    return dg.Output(
+        IndexHandle(source=str(source), index=str(target), rows=index.rows),
+        metadata={"file": dg.MetadataValue.path(str(source)), "rows": index.rows},
+        data_version=content_version(source),
+    )
+
+
+@dg.asset(group_name=RECOVERY, description="The /verify requests that re-judge the stored responses of the failures.")
+def recovery_payloads(
+    context: dg.AssetExecutionContext,
+    rescoring: RescoringResource,
+    materialized_inputs: IndexHandle,
+    judge_failures: IndexHandle,
+) -> dg.Output[PlanHandle]:
+    return _plan(context, rescoring, materialized_inputs, judge_failures)
+
+
+@dg.multi_asset(
+    group_name=RECOVERY,
+    outs={
+        "recovered_rows": dg.AssetOut(description="Rows re-judged now, appended to the output."),
+        "recovery_failures": dg.AssetOut(description="The output's sidecar: rows the judge failed again."),
+    },
+)
+def recover(
+    context: dg.AssetExecutionContext, rescoring: RescoringResource, recovery_payloads: PlanHandle
+) -> Iterator[dg.Output[OutputHandle]]:
+    """No reverify-mode guard: these rows were judged by this verifier once already, and failed."""
+    yield from _verify(rescoring, recovery_payloads, names=("recovered_rows", "recovery_failures"))
+
+
+@dg.asset(
+    group_name=RECOVERY,
+    description="The output after recovery: the successes carried over verbatim plus the re-judged rows.",
+    check_specs=[
+        dg.AssetCheckSpec(
+            MIXED_PROVENANCE_CHECK,
+            asset="merged_rollouts",
+            description="Every scored row of the merge came from one verifier config (rows of unknown provenance "
+            "are reported, not judged).",
+        )
+    ],
+)
+def merged_rollouts(
+    context: dg.AssetExecutionContext,
+    rescoring: RescoringResource,
+    rollouts: IndexHandle,
+    recovered_rows: OutputHandle,
+) -> Iterator[dg.Output[OutputHandle] | dg.AssetCheckResult]:
+    output = Path(recovered_rows.path)
+    successes = KeyIndex(Path(rollouts.source), pl.read_parquet(rollouts.index))
+    seeded = seed_successes(successes, output)
+    summary = summarize_output(output)
+    by_config = dg.MetadataValue.json(dict(summary.rows_by_config))
+    known = summary.known_configs
+    metadata: dict[str, object] = {
+        "file": dg.MetadataValue.path(str(output)),
+        "rows": summary.rows,
+        "seeded this run": seeded,
+        "recovered this run": recovered_rows.rows,
+        "rows by verifier config": by_config,
+        "verifier config hash": recovered_rows.config_hash,
+    }
+    if summary.mean_reward is not None:
+        metadata["mean reward"] = dg.MetadataValue.float(summary.mean_reward)
+    yield dg.Output(
+        OutputHandle(path=str(output), rows=summary.rows, config_hash=recovered_rows.config_hash),
+        metadata=metadata,
+        data_version=content_version(output),
+    )
+    yield dg.AssetCheckResult(
+        check_name=MIXED_PROVENANCE_CHECK,
+        passed=len(known) <= 1,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"rows by verifier config": by_config, "configs": len(known)},
+        description=None if len(known) <= 1 else f"the merged rows were scored by {len(known)} configs: {known}",
+    )
+
+
+@dg.asset(group_name=RECOVERY, description="The aggregate metrics of the merged output, as a clean run would give.")
+def merged_aggregate_metrics(
+    context: dg.AssetExecutionContext, rescoring: RescoringResource, merged_rollouts: OutputHandle
+) -> dg.Output[OutputHandle | None]:
+    return _aggregate(rescoring, merged_rollouts)
 
 
 def _log_progress(stats: VerifyStats) -> None:
     log.info("verified %d of %d rows (%.0f rows/s)", stats.verified, stats.planned, stats.rows_per_second)
 
 
-REVERIFY_ASSETS = [materialized_inputs, rollouts, verify_payloads, reverify, aggregate_metrics]
+RESCORING_ASSETS = [materialized_inputs, rollouts, verify_payloads, reverify, aggregate_metrics]
+RECOVERY_ASSETS = [judge_failures, recovery_payloads, recover, merged_rollouts, merged_aggregate_metrics]
+ALL_ASSETS = [*RESCORING_ASSETS, *RECOVERY_ASSETS]

@@ -1,14 +1,13 @@
-"""Materializing the rescoring assets in this process, against the instance in DAGSTER_HOME."""
+"""Materializing a rescoring (or a judge recovery) in this process, against the instance in DAGSTER_HOME."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
-from reverify_assets.defs.assets import REVERIFY_ASSETS
+from reverify_assets.defs.assets import ALL_ASSETS
 from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.resources import RescoringResource
@@ -19,52 +18,90 @@ QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}
 
 
 @dataclass(frozen=True)
+class Flow:
+    """Which assets one kind of run materializes, and where its results are found."""
+
+    selection: tuple[str, ...]
+    verify_node: str
+    rows_asset: str
+    failures_asset: str
+    output_asset: str
+    metrics_asset: str
+
+
+RESCORING_FLOW = Flow(
+    ("materialized_inputs", "rollouts", "verify_payloads", "reverified_rows", "reverify_failures"),
+    verify_node="reverify",
+    rows_asset="reverified_rows",
+    failures_asset="reverify_failures",
+    output_asset="reverified_rows",
+    metrics_asset="aggregate_metrics",
+)
+RECOVERY_FLOW = Flow(
+    (
+        "materialized_inputs",
+        "rollouts",
+        "judge_failures",
+        "recovery_payloads",
+        "recovered_rows",
+        "recovery_failures",
+        "merged_rollouts",
+    ),
+    verify_node="recover",
+    rows_asset="recovered_rows",
+    failures_asset="recovery_failures",
+    output_asset="merged_rollouts",
+    metrics_asset="merged_aggregate_metrics",
+)
+
+
+@dataclass(frozen=True)
 class MaterializedRun:
     run_id: str
     output: OutputHandle
     failures: OutputHandle
     metrics: OutputHandle | None
-    verification_metadata: dict[str, Any]
+    metadata: dict[str, dict[str, Any]]  # asset name -> its materialization's metadata values
 
 
 def materialize_rescoring(
     rescoring: RescoringResource, *, aggregate: bool, tags: dict[str, str] | None = None
 ) -> MaterializedRun:
+    flow = RECOVERY_FLOW if rescoring.judge_failed_only else RESCORING_FLOW
+    selection = [*flow.selection, flow.metrics_asset] if aggregate else list(flow.selection)
     ensure_dagster_home()
-    selection: Sequence[str] = [
-        "materialized_inputs",
-        "rollouts",
-        "verify_payloads",
-        "reverified_rows",
-        "reverify_failures",
-    ]
-    if aggregate:
-        selection = [*selection, "aggregate_metrics"]
     with dg.DagsterInstance.get() as instance:
         try:
             result = dg.materialize(
-                REVERIFY_ASSETS,
+                ALL_ASSETS,
                 instance=instance,
                 resources={"rescoring": rescoring},
                 run_config=QUIET_RUN_CONFIG,
-                selection=list(selection),
+                selection=selection,
                 tags=tags or {},
             )
         except dg.DagsterExecutionStepExecutionError as exc:
             raise _user_error(exc) from exc
     metadata = {
-        event.step_materialization_data.materialization.asset_key.to_user_string(): (
-            event.step_materialization_data.materialization.metadata
-        )
+        event.asset_key.to_user_string(): {
+            name: getattr(value, "value", value) for name, value in event.materialization.metadata.items()
+        }
         for event in result.get_asset_materialization_events()
+        if event.asset_key is not None
     }
     return MaterializedRun(
         run_id=result.run_id,
-        output=result.output_for_node("reverify", "reverified_rows"),
-        failures=result.output_for_node("reverify", "reverify_failures"),
-        metrics=result.output_for_node("aggregate_metrics") if aggregate else None,
-        verification_metadata=metadata.get("reverified_rows", {}),
+        output=_output(result, flow, flow.output_asset),
+        failures=result.output_for_node(flow.verify_node, flow.failures_asset),
+        metrics=result.output_for_node(flow.metrics_asset) if aggregate else None,
+        metadata=metadata,
     )
+
+
+def _output(result: dg.ExecuteInProcessResult, flow: Flow, asset: str) -> OutputHandle:
+    if asset == flow.rows_asset:
+        return result.output_for_node(flow.verify_node, asset)
+    return result.output_for_node(asset)
 
 
 def _user_error(exc: dg.DagsterExecutionStepExecutionError) -> BaseException:

@@ -7,28 +7,45 @@ from typing import Any
 
 import dagster as dg
 
+from reverify_assets.pipeline.output_summary import OutputSummary
+from reverify_assets.pipeline.verification import VerificationResult
 from reverify_assets.pipeline.verify_loop import VerifyStats
 
 
 def verification_metadata(
-    output: Path, stats: VerifyStats, config_hash: str, modes: dict[str, str], unsafe: bool
+    output: Path, result: VerificationResult, config_hash: str, whole: OutputSummary | None
 ) -> dict[str, Any]:
+    stats = result.stats
     metadata: dict[str, Any] = {
         "file": dg.MetadataValue.path(str(output)),
-        "rows": stats.to_output,
+        "rows": whole.rows if whole else stats.to_output,
+        "rows written": stats.to_output,
         "rows verified": stats.verified,
+        "rows already settled": result.skipped,
         "failures": stats.to_sidecar,
         "failures by class": dg.MetadataValue.json(dict(stats.failures_by_class)),
         "not persisted": stats.not_persisted,
         "verifier config hash": config_hash,
-        "reverify modes": dg.MetadataValue.json(modes),
+        "reverify modes": dg.MetadataValue.json(result.reverify_modes),
         "rows/s": round(stats.rows_per_second, 1),
     }
-    if stats.mean_reward is not None:
-        metadata["mean reward"] = dg.MetadataValue.float(stats.mean_reward)
-    if unsafe:
+    mean = whole.mean_reward if whole else stats.mean_reward
+    if mean is not None:
+        metadata["mean reward"] = dg.MetadataValue.float(mean)
+    if whole is not None:
+        metadata["rows by verifier config"] = dg.MetadataValue.json(dict(whole.rows_by_config))
+    if result.unsafe:
         metadata["unsafe"] = dg.MetadataValue.bool(True)
     return metadata
+
+
+def sidecar_metadata(sidecar: Path, stats: VerifyStats, config_hash: str) -> dict[str, Any]:
+    return {
+        "file": dg.MetadataValue.path(str(sidecar)),
+        "rows written": stats.to_sidecar,
+        "failures by class": dg.MetadataValue.json(dict(stats.failures_by_class)),
+        "verifier config hash": config_hash,
+    }
 
 
 def key_metrics_table(entries: list[dict[str, Any]]) -> str:

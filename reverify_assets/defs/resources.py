@@ -7,8 +7,11 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
+from reverify_assets.lib.resume_cache import max_attempts_from
+from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY
+from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
+from reverify_assets.pipeline.verification import VerifyStep
 
 
 class RescoringResource(dg.ConfigurableResource):
@@ -17,25 +20,34 @@ class RescoringResource(dg.ConfigurableResource):
     config_paths: list[str] = Field(description="NeMo-Gym-shaped verifier config files, merged in order")
     overrides: list[str] = Field(default_factory=list, description="++dotted.key=value overrides")
     inputs: str = Field(description="rollouts_materialized_inputs.jsonl")
-    rollouts: str = Field(description="rollouts.jsonl")
+    rollouts: str = Field(description="rollouts.jsonl (the successes, in judge recovery)")
     output: str = Field(description="where the reverified rows go (.jsonl)")
     force: bool = False
     overwrite: bool = False
+    resume: bool = False
+    judge_failed_only: bool = Field(default=False, description="recover the judge failures of --rollouts")
+    append: bool = Field(default=False, description="judge recovery onto an existing output")
     limit: int | None = None
     concurrency: int = DEFAULT_CONCURRENCY
-
-    def options(self) -> RunOptions:
-        return RunOptions(
-            config_paths=[Path(p) for p in self.config_paths],
-            overrides=list(self.overrides),
-            inputs=Path(self.inputs),
-            rollouts=Path(self.rollouts),
-            output=Path(self.output),
-            force=self.force,
-            overwrite=self.overwrite,
-            limit=self.limit,
-            concurrency=self.concurrency,
-        )
+    max_attempts: int | None = Field(default=None, description="else $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3")
 
     def verifier_setup(self) -> VerifierSetup:
         return load_verifier_setup([Path(p) for p in self.config_paths], list(self.overrides))
+
+    def verify_step(self, *, responses: str) -> VerifyStep:
+        policy = OutputPolicy(
+            overwrite=self.overwrite,
+            resume=self.resume,
+            append=self.append,
+            max_attempts=max_attempts_from(self.max_attempts),
+        )
+        return VerifyStep(
+            inputs=Path(self.inputs),
+            responses=Path(responses),
+            output=Path(self.output),
+            policy=policy,
+            force=self.force,
+            # Recovered rows were judged by this verifier once already, and failed: NeMo Gym skips the guard.
+            skip_guard=self.judge_failed_only,
+            concurrency=self.concurrency,
+        )

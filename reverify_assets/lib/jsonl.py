@@ -42,9 +42,7 @@ def iter_jsonl(path: Path) -> Iterator[JsonlLine]:
 
 def parse_row(raw: bytes, path: Path | str, line_no: int) -> dict[str, Any]:
     if not raw.strip():
-        raise ReverifyError(
-            f"{path}:{line_no}: blank line (every line of a JSONL file must hold one JSON object)"
-        )
+        raise ReverifyError(f"{path}:{line_no}: blank line (every line of a JSONL file must hold one JSON object)")
     try:
         row = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -47,9 +47,7 @@ def scan_keys(path: Path, *, check: RowCheck | None = None, limit: int | None = 
         rollouts.append(key[1])
         offsets.append(entry.offset)
         lines.append(entry.line_no)
-    frame = pl.DataFrame(
-        {"task": tasks, "rollout": rollouts, "offset": offsets, "line": lines}, schema=INDEX_SCHEMA
-    )
+    frame = pl.DataFrame({"task": tasks, "rollout": rollouts, "offset": offsets, "line": lines}, schema=INDEX_SCHEMA)
     index = KeyIndex(path, frame)
     reject_duplicate_keys(index)
     return index
@@ -65,8 +63,7 @@ def reject_duplicate_keys(index: KeyIndex) -> None:
     others = duplicated.select(KEY_COLUMNS).unique().height - 1
     more = f" ({others} more duplicated keys)" if others else ""
     raise ReverifyError(
-        f"{index.path}: duplicate key {describe_key(key)} at lines "
-        f"{', '.join(str(n) for n in sorted(at_lines))}{more}"
+        f"{index.path}: duplicate key {describe_key(key)} at lines {', '.join(str(n) for n in sorted(at_lines))}{more}"
     )
 
 

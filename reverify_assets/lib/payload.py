@@ -12,15 +12,11 @@ ROLLOUT_FIELDS_KEPT = ("deliverables_dir", "reference_ids")
 TASKSET_ONLY_FIELDS = ("task_id", "task_input")
 
 
-def build_verify_payload(
-    input_row: dict[str, Any], rollout_row: dict[str, Any], key: RolloutKey
-) -> dict[str, Any]:
+def build_verify_payload(input_row: dict[str, Any], rollout_row: dict[str, Any], key: RolloutKey) -> dict[str, Any]:
     if "response" not in rollout_row:
         raise ReverifyError(missing_response_message(rollout_row, key))
     task_input = input_row.get("task_input")
-    payload = (
-        _flatten_taskset_row(input_row, task_input, key) if isinstance(task_input, dict) else dict(input_row)
-    )
+    payload = _flatten_taskset_row(input_row, task_input, key) if isinstance(task_input, dict) else dict(input_row)
     for field in ROLLOUT_FIELDS_KEPT:
         if field in rollout_row:
             payload[field] = rollout_row[field]
@@ -30,10 +26,7 @@ def build_verify_payload(
 
 def missing_response_message(rollout_row: dict[str, Any], key: RolloutKey) -> str:
     result_type = rollout_row.get("_ng_result_type", "unknown")
-    return (
-        f"rollout {describe_key(key)} of result type {result_type!r} has no `response`, "
-        "which reverification needs"
-    )
+    return f"rollout {describe_key(key)} of result type {result_type!r} has no `response`, which reverification needs"
 
 
 def _flatten_taskset_row(row: dict[str, Any], task_input: dict[str, Any], key: RolloutKey) -> dict[str, Any]:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
+from reverify_assets.config.topology import ServerBlock
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey
 
 FAILURE_CLASS_FIELD = "_ng_failure_class"
+# Our own field, outside NeMo Gym's `_ng_` namespace: which verifier config scored the row.
+PROVENANCE_FIELD = "reverify_provenance"
 NO_PERSIST_FIELD = "_ng_no_persist"
 # Copied from the verify payload onto the result only when the payload (the materialized input) has them.
 PAYLOAD_STAMPS = ("agent_ref", "_ng_environment_server", "task_source", "skills_ref", "_ng_atif_provenance")
@@ -27,20 +30,30 @@ def destination_of(result: dict[str, Any]) -> Destination:
     return Destination.OUTPUT
 
 
-def stamp_result(result: dict[str, Any], payload: dict[str, Any], key: RolloutKey) -> dict[str, Any]:
+def provenance(config_hash: str, server: ServerBlock, reverify_mode: str) -> dict[str, str]:
+    return {"config_hash": config_hash, "server": server.instance, "type": server.type, "reverify_mode": reverify_mode}
+
+
+def stamp_result(
+    result: dict[str, Any], payload: dict[str, Any], key: RolloutKey, stamp: dict[str, str] | None = None
+) -> dict[str, Any]:
     result[TASK_FIELD], result[ROLLOUT_FIELD] = key
     for field in PAYLOAD_STAMPS:
         if field in payload:
             result[field] = payload[field]
+    if stamp is not None:
+        result[PROVENANCE_FIELD] = stamp
     return result
 
 
-def verify_failure_row(payload: dict[str, Any], key: RolloutKey, reason: str) -> dict[str, Any]:
+def verify_failure_row(
+    payload: dict[str, Any], key: RolloutKey, reason: str, stamp: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A sidecar row for a row whose ``/verify`` call never gave a usable answer; not terminal."""
     row = dict(payload)
     row[FAILURE_CLASS_FIELD] = "verify_failed"
     row["_ng_failure_message"] = reason
-    return stamp_result(row, payload, key)
+    return stamp_result(row, payload, key, stamp)
 
 
 def run_label(row: dict[str, Any]) -> str | None:
@@ -48,6 +61,10 @@ def run_label(row: dict[str, Any]) -> str | None:
     env = row.get("_ng_environment_server")
     if isinstance(env, str) and env:
         return env
+    return agent_name(row)
+
+
+def agent_name(row: dict[str, Any]) -> str | None:
     agent = row.get("agent_ref")
     if isinstance(agent, dict) and isinstance(agent.get("name"), str):
         return agent["name"]

@@ -15,7 +15,7 @@ from typing import IO, Any
 import orjson
 
 from reverify_assets.config.topology import Topology
-from reverify_assets.lib.result_routing import run_label
+from reverify_assets.lib.result_routing import agent_name, run_label
 from reverify_assets.metrics.aggregate import baseline_metrics
 from reverify_assets.verifier.client import VerifierClient
 
@@ -37,10 +37,16 @@ def strip_for_aggregation(row: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class GroupSpool:
-    label: str
+    agent: str
     server: str
     body: IO[bytes] = field(default_factory=lambda: tempfile.TemporaryFile())
     rows: int = 0
+    labels: set[str] = field(default_factory=set)
+
+    @property
+    def label(self) -> str:
+        environments = self.labels - {self.agent}
+        return next(iter(environments)) if len(environments) == 1 else self.agent
 
     def add(self, row: dict[str, Any]) -> None:
         self.body.write(b'{"verify_responses":[' if self.rows == 0 else b",")
@@ -60,23 +66,28 @@ class GroupSpool:
 
 
 def spool_groups(rows: Iterable[dict[str, Any]], topology: Topology) -> list[GroupSpool]:
-    """Groups in order of first appearance; rows without a run label are skipped, as NeMo Gym does."""
+    """Groups in order of first appearance; rows without a run label are skipped, as NeMo Gym does.
+
+    Rows group by agent (and server), not by NeMo Gym's run label directly: seeded rows carry the
+    collection's ``_ng_environment_server`` while recovered rows do not, and one agent's metrics
+    must not split in two. The entry is named by the environment server when its rows agree on one.
+    """
     groups: dict[tuple[str, str], GroupSpool] = {}
     for row in rows:
         label = run_label(row)
         if label is None:
             continue
+        agent = agent_name(row) or label
         server = topology.server_for(row)
-        group = groups.get((label, server))
+        group = groups.get((agent, server))
         if group is None:
-            group = groups[(label, server)] = GroupSpool(label, server)
+            group = groups[(agent, server)] = GroupSpool(agent, server)
+        group.labels.add(label)
         group.add(strip_for_aggregation(row))
     return list(groups.values())
 
 
-async def aggregate_spools(
-    spools: list[GroupSpool], clients: Mapping[str, VerifierClient]
-) -> list[dict[str, Any]]:
+async def aggregate_spools(spools: list[GroupSpool], clients: Mapping[str, VerifierClient]) -> list[dict[str, Any]]:
     entries = []
     for spool in spools:
         try:

@@ -20,17 +20,32 @@ class RunOptions(BaseModel):
     output: Path
     force: bool = False
     overwrite: bool = False
+    resume: bool = False
+    judge_failed_only: bool = False
+    append: bool = False
     disable_aggregation: bool = False
     limit: int | None = None
     concurrency: int = DEFAULT_CONCURRENCY
+    max_attempts: int | None = None
 
     def check_flags(self) -> None:
+        if self.append and not self.judge_failed_only:
+            raise UsageError(
+                "invalid configuration: `append` is only valid together with `judge_failed_only` "
+                "(--append adds recovered rows to an existing output)"
+            )
+        if self.append and self.overwrite:
+            raise UsageError("invalid configuration: `append` and `overwrite` are mutually exclusive")
         if self.limit is not None and self.limit < 1:
             raise UsageError(f"--limit must be a positive number of rows, got {self.limit}")
         if self.concurrency < 1:
             raise UsageError(f"--concurrency must be at least 1, got {self.concurrency}")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise UsageError(f"--max-attempts must be at least 1, got {self.max_attempts}")
         if self.output.suffix != ".jsonl":
             raise UsageError(f"--output must name a .jsonl file, got {self.output}")
-        for flag, path in (("--inputs", self.inputs), ("--rollouts", self.rollouts)):
-            if path.resolve() == self.output.resolve():
-                raise UsageError(f"--output {self.output} is the same file as {flag}")
+        if self.inputs.resolve() == self.output.resolve():
+            raise UsageError(f"--output {self.output} is the same file as --inputs")
+        # Completing the run's own rollouts file in place is the point of --append.
+        if self.rollouts.resolve() == self.output.resolve() and not self.append:
+            raise UsageError(f"--output {self.output} is the same file as --rollouts (only --append may do that)")

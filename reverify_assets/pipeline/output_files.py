@@ -1,9 +1,29 @@
-"""Protecting existing results: a fresh run refuses to touch them unless told to start over."""
+"""How a verify step treats the files already at its output: protect, resume from, or append to them."""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
+from reverify_assets.lib.key_index import scan_keys
+from reverify_assets.lib.output_tail import repair_unterminated_tail
+from reverify_assets.lib.resume_cache import CacheStatus, read_cache
+
+log = logging.getLogger("reverify")
+
+
+@dataclass(frozen=True)
+class OutputPolicy:
+    overwrite: bool = False
+    resume: bool = False
+    append: bool = False  # recovery onto an existing output: keys already there are skipped
+    max_attempts: int = 3
+
+    @property
+    def is_fresh(self) -> bool:
+        return not (self.resume or self.append)
 
 
 def check_fresh_output(files: RunFiles, *, overwrite: bool) -> None:
@@ -23,3 +43,35 @@ def start_fresh(files: RunFiles) -> None:
         path.unlink(missing_ok=True)
     files.sidecar.parent.mkdir(parents=True, exist_ok=True)
     files.sidecar.touch()
+
+
+def prepare_output(files: RunFiles, policy: OutputPolicy) -> CacheStatus | None:
+    """Make the output ready for appending; the cache of what is settled, or None for a fresh run."""
+    if policy.resume:
+        if not (files.output.exists() or files.sidecar.exists()):
+            log.info("Skipping resume_from_cache because cache paths don't exist! Running every row.")
+        else:
+            _repair(files)
+            return read_cache(files.output, files.sidecar, policy.max_attempts)
+    elif policy.append:
+        _repair(files)
+        files.sidecar.parent.mkdir(parents=True, exist_ok=True)
+        files.sidecar.touch()
+        status = CacheStatus.empty(policy.max_attempts)
+        if files.output.exists():
+            status = CacheStatus(
+                scan_keys(files.output).frame.select("task", "rollout"),
+                status.terminal,
+                status.maxed_out,
+                policy.max_attempts,
+            )
+        return status
+    check_fresh_output(files, overwrite=policy.overwrite)
+    start_fresh(files)
+    return None
+
+
+def _repair(files: RunFiles) -> None:
+    for path in (files.output, files.sidecar):
+        if (done := repair_unterminated_tail(path)) is not None:
+            log.warning("WARNING: %s", done)

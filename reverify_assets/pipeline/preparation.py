@@ -75,9 +75,7 @@ def join_and_route(inputs: InputsIndex, rollouts: KeyIndex, topology: Topology) 
     keyed_inputs = KeyIndex(inputs.keys.path, inputs.keys.frame.with_columns(inputs.route_of_row))
     plan = join_rollouts_to_inputs(keyed_inputs, rollouts)
     servers = [topology.server_for(route) for route in _used_routes(plan, inputs.routes)]
-    route_to_server = {
-        route_id: server for route_id, server in zip(_used_route_ids(plan), servers, strict=True)
-    }
+    route_to_server = {route_id: server for route_id, server in zip(_used_route_ids(plan), servers, strict=True)}
     return plan.with_columns(
         pl.col("route").replace_strict(route_to_server, return_dtype=pl.String).alias("server")
     ).drop("route")

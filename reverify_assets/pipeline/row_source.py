@@ -17,9 +17,7 @@ class PairReader:
         self._inputs = open(inputs, "rb")
         self._rollouts = open(rollouts, "rb")
 
-    def payload(
-        self, key: RolloutKey, input_at: tuple[int, int], rollout_at: tuple[int, int]
-    ) -> dict[str, Any]:
+    def payload(self, key: RolloutKey, input_at: tuple[int, int], rollout_at: tuple[int, int]) -> dict[str, Any]:
         """``*_at`` are (byte offset, line number) pairs from the join plan."""
         input_row = read_row_at(self._inputs, input_at[0], self.inputs_path, input_at[1])
         rollout_row = read_row_at(self._rollouts, rollout_at[0], self.rollouts_path, rollout_at[1])

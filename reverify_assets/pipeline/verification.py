@@ -1,4 +1,4 @@
-"""One verify step: start the servers, pass the guard, verify every planned row, stop the servers."""
+"""One verify step: start the servers, pass the guard, verify every pending row, stop the servers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -15,7 +15,9 @@ import polars as pl
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
-from reverify_assets.pipeline.output_files import check_fresh_output, start_fresh
+from reverify_assets.lib.result_routing import provenance
+from reverify_assets.lib.resume_cache import resume_summary
+from reverify_assets.pipeline.output_files import OutputPolicy, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
 from reverify_assets.pipeline.row_source import PairReader
@@ -28,11 +30,26 @@ log = logging.getLogger("reverify")
 
 
 @dataclass(frozen=True)
+class VerifyStep:
+    """What one verify step is asked to do; ``responses`` is where each row's stored response is read."""
+
+    inputs: Path
+    responses: Path
+    output: Path
+    policy: OutputPolicy
+    force: bool = False
+    skip_guard: bool = False  # judge recovery: the rows were already judged once by this verifier
+    concurrency: int = 64
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass(frozen=True)
 class VerificationResult:
     files: RunFiles
     stats: VerifyStats
     reverify_modes: dict[str, str]
     unsafe: bool
+    skipped: int  # rows the output (or its sidecar) had already settled
 
 
 def routed_blocks(setup: VerifierSetup, plan: pl.DataFrame) -> list[ServerBlock]:
@@ -41,73 +58,50 @@ def routed_blocks(setup: VerifierSetup, plan: pl.DataFrame) -> list[ServerBlock]
 
 def client_session(concurrency: int) -> aiohttp.ClientSession:
     # One keep-alive pool for the whole run: a new connection per row costs more than grading it.
-    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency, force_close=False)
+    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
     return aiohttp.ClientSession(connector=connector)
 
 
 def run_verification(
     plan: pl.DataFrame,
     setup: VerifierSetup,
-    *,
-    inputs: Path,
-    rollouts: Path,
-    output: Path,
-    force: bool,
-    overwrite: bool,
-    concurrency: int,
-    retry: RetryPolicy | None = None,
+    step: VerifyStep,
     on_progress: Callable[[VerifyStats], None] | None = None,
 ) -> VerificationResult:
-    blocks = routed_blocks(setup, plan)
-    with ServerFleet(blocks) as urls:
-        return asyncio.run(
-            _verify(
-                plan,
-                setup,
-                urls,
-                inputs=inputs,
-                rollouts=rollouts,
-                output=output,
-                force=force,
-                overwrite=overwrite,
-                concurrency=concurrency,
-                retry=retry or RetryPolicy(),
-                on_progress=on_progress,
-            )
-        )
+    with ServerFleet(routed_blocks(setup, plan)) as urls:
+        return asyncio.run(_verify(plan, setup, step, urls, on_progress))
 
 
 async def _verify(
     plan: pl.DataFrame,
     setup: VerifierSetup,
+    step: VerifyStep,
     urls: dict[str, str],
-    *,
-    inputs: Path,
-    rollouts: Path,
-    output: Path,
-    force: bool,
-    overwrite: bool,
-    concurrency: int,
-    retry: RetryPolicy,
     on_progress: Callable[[VerifyStats], None] | None,
 ) -> VerificationResult:
     async with AsyncExitStack() as stack:
-        session = await stack.enter_async_context(client_session(concurrency))
-        clients = {name: VerifierClient(name, url, session, retry) for name, url in urls.items()}
+        session = await stack.enter_async_context(client_session(step.concurrency))
+        clients = {name: VerifierClient(name, url, session, step.retry) for name, url in urls.items()}
         modes = await _reverify_modes(clients)
-        unsafe = enforce_guard(modes, force=force)
+        unsafe = False if step.skip_guard else enforce_guard(modes, force=step.force)
         if unsafe:
-            log.warning(
-                "WARNING: %s Continuing because --force was given.", guard_message(unsafe_servers(modes))
-            )
-        files = RunFiles.for_output(output, unsafe=unsafe)
-        check_fresh_output(files, overwrite=overwrite)
-        start_fresh(files)
-        pairs = stack.enter_context(PairReader(inputs, rollouts))
+            log.warning("WARNING: %s Continuing because --force was given.", guard_message(unsafe_servers(modes)))
+        files = RunFiles.for_output(step.output, unsafe=unsafe)
+        cache = prepare_output(files, step.policy)
+        pending = plan
+        if cache is not None:
+            if step.policy.resume:
+                for line in resume_summary(cache, plan):
+                    log.info("%s", line)
+            pending = cache.pending(plan)
+            if pending.is_empty():
+                log.warning("WARNING: Nothing to be re-verified.")
+        stamps = {name: provenance(setup.config_hash, setup.topology.servers[name], modes[name]) for name in clients}
+        pairs = stack.enter_context(PairReader(step.inputs, step.responses))
         stats = await verify_plan(
-            plan, pairs, clients, files, concurrency=concurrency, on_progress=on_progress
+            pending, pairs, clients, files, stamps, concurrency=step.concurrency, on_progress=on_progress
         )
-    return VerificationResult(files, stats, modes, unsafe)
+    return VerificationResult(files, stats, modes, unsafe, plan.height - pending.height)
 
 
 async def _reverify_modes(clients: dict[str, VerifierClient]) -> dict[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,14 +62,14 @@ class _Settled:
 
 
 async def _verify_row(
-    client: VerifierClient, payload: dict[str, Any], key: RolloutKey, slots: asyncio.Semaphore
+    client: VerifierClient, payload: dict[str, Any], key: RolloutKey, stamp: dict[str, str], slots: asyncio.Semaphore
 ) -> _Settled:
     async with slots:
         outcome = await client.verify(orjson.dumps(payload))
     if outcome.result is None:
-        row = verify_failure_row(payload, key, outcome.error or "unknown error")
+        row = verify_failure_row(payload, key, outcome.error or "unknown error", stamp)
     else:
-        row = stamp_result(outcome.result, payload, key)
+        row = stamp_result(outcome.result, payload, key, stamp)
     destination = destination_of(row)
     reward = row.get("reward")
     return _Settled(
@@ -85,6 +85,7 @@ async def verify_plan(
     pairs: PairReader,
     clients: Mapping[str, VerifierClient],
     files: RunFiles,
+    stamps: Mapping[str, dict[str, str]],
     *,
     concurrency: int,
     on_progress: Callable[[VerifyStats], None] | None = None,
@@ -92,18 +93,26 @@ async def verify_plan(
 ) -> VerifyStats:
     stats = VerifyStats(planned=plan.height)
     slots = asyncio.Semaphore(concurrency)
-    # Twice the in-flight limit keeps the server busy while the oldest row is still outstanding.
-    window: asyncio.Queue[asyncio.Task[_Settled] | None] = asyncio.Queue(maxsize=2 * concurrency)
+    # Twice the in-flight limit keeps the server busy while the oldest row is still outstanding,
+    # and bounds how many finished rows can wait for it.
+    room = asyncio.Semaphore(2 * concurrency)
+    window: deque[asyncio.Task[_Settled]] = deque()
+    arrived = asyncio.Event()
+    dispatched_all = False
 
     async def dispatch() -> None:
+        nonlocal dispatched_all
         for row in plan.iter_rows(named=True):
             key = (row["task"], row["rollout"])
             payload = pairs.payload(
                 key, (row["input_offset"], row["input_line"]), (row["rollout_offset"], row["rollout_line"])
             )
-            task = asyncio.create_task(_verify_row(clients[row["server"]], payload, key, slots))
-            await window.put(task)
-        await window.put(None)
+            server = row["server"]
+            await room.acquire()
+            window.append(asyncio.create_task(_verify_row(clients[server], payload, key, stamps[server], slots)))
+            arrived.set()
+        dispatched_all = True
+        arrived.set()
 
     producer = asyncio.create_task(dispatch())
     last_report = time.monotonic()
@@ -117,14 +126,21 @@ async def verify_plan(
             pending[Destination.SIDECAR].clear()
 
         try:
-            while (task := await window.get()) is not None:
-                settled = await task
+            while True:
+                if not window:
+                    if dispatched_all:
+                        break
+                    arrived.clear()
+                    await arrived.wait()
+                    continue
+                settled = await window.popleft()
+                room.release()
                 stats.verified += 1
                 _count(stats, settled)
                 if settled.destination is not Destination.NOWHERE:
                     pending[settled.destination].append(settled.line)
-                # Write as soon as we would otherwise wait, so finished rows reach disk promptly.
-                if window.empty() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
+                # Write as soon as the next row is not ready, so finished rows reach disk promptly.
+                if not window or not window[0].done() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
                     flush()
                 if on_progress and time.monotonic() - last_report >= progress_every_s:
                     last_report = time.monotonic()
@@ -132,12 +148,9 @@ async def verify_plan(
             flush()
             await producer
         finally:
-            if not producer.done():
-                producer.cancel()
-            while not window.empty():
-                leftover = window.get_nowait()
-                if leftover is not None:
-                    leftover.cancel()
+            producer.cancel()
+            for task in window:
+                task.cancel()
     return stats
 
 

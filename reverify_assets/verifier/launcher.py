@@ -114,9 +114,7 @@ def _check_health(url: str, block: ServerBlock) -> None:
         with urllib.request.urlopen(f"{url}/reverify_mode", timeout=5) as reply:
             reply.read()
     except OSError as exc:
-        raise ReverifyError(
-            f"resources server {block.instance!r} at {url} failed its health check: {exc}"
-        ) from exc
+        raise ReverifyError(f"resources server {block.instance!r} at {url} failed its health check: {exc}") from exc
 
 
 def _tail(stream: IO[bytes], limit: int = 2000) -> str:

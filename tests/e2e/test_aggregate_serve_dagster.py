@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.cli import CONFORMANCE, REVERIFY, ROOT, read_jsonl, run_reverify, write_jsonl
 from tests.support.fake_verifier import FakeVerifier
+from tests.support.instance import latest_materialization, open_instance
 
 pytestmark = pytest.mark.slow
 MCQA_CONFIG = ROOT / "configs" / "mcqa.yaml"
@@ -204,33 +205,23 @@ def test_cli_runs_are_dagster_materializations_with_lineage_metadata(tmp_path: P
         home=home,
     )
     assert result.returncode == 0, result.stderr
-    probe = (
-        "import dagster as dg, json\n"
-        "i = dg.DagsterInstance.get()\n"
-        "out = {}\n"
-        "names = ['materialized_inputs', 'rollouts', 'verify_payloads', 'reverified_rows',\n"
-        "         'reverify_failures', 'aggregate_metrics']\n"
-        "for name in names:\n"
-        "    e = i.get_latest_materialization_event(dg.AssetKey(name))\n"
-        "    m = e.asset_materialization\n"
-        "    out[name] = {'meta': {k: str(v.value) for k, v in m.metadata.items()}, 'tags': dict(m.tags or {})}\n"
-        "print(json.dumps(out))\n"
-    )
-    shown = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DAGSTER_HOME": str(home)},
-        check=True,
-    )
-    records = orjson.loads(shown.stdout)
-    rows = records["reverified_rows"]["meta"]
-    assert rows["rows"] == "180" and float(rows["mean reward"]) == pytest.approx(0.45)
+    instance = open_instance(home)
+    rows, _ = latest_materialization(instance, "reverified_rows")
+    assert rows["rows"] == 180 and rows["mean reward"] == pytest.approx(0.45)
     assert rows["file"].endswith("rs.jsonl") and len(rows["verifier config hash"]) == 12
-    assert rows["failures by class"] == "{}"
-    for name, record in records.items():
-        assert "dagster/data_version" in record["tags"], name
-    assert "pass@1[avg-of-3]/accuracy" in records["aggregate_metrics"]["meta"]["key metrics"]
+    assert rows["failures by class"] == {}
+    for name in [
+        "materialized_inputs",
+        "rollouts",
+        "verify_payloads",
+        "reverified_rows",
+        "reverify_failures",
+        "aggregate_metrics",
+    ]:
+        _, tags = latest_materialization(instance, name)
+        assert "dagster/data_version" in tags, name
+    metrics, _ = latest_materialization(instance, "aggregate_metrics")
+    assert "pass@1[avg-of-3]/accuracy" in metrics["key metrics"]
 
 
 def test_definitions_validate(tmp_path: Path) -> None:

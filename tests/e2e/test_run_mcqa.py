@@ -85,7 +85,14 @@ def test_lenient_boxed_run_matches_nemo_gym_row_for_row(tmp_path: Path) -> None:
         "_ng_task_index",
         "_ng_rollout_index",
         "agent_ref",
+        "reverify_provenance",  # ours, last, outside NeMo Gym's `_ng_` namespace
     ]
+    assert rows[0]["reverify_provenance"] == {
+        "config_hash": rows[0]["reverify_provenance"]["config_hash"],
+        "server": "mcqa",
+        "type": "mcqa",
+        "reverify_mode": "stateless",
+    }
     assert (tmp_path / "lenient_boxed_failures.jsonl").read_bytes() == b""
     assert "Mean reward: 0.4500" in result.stdout
 

@@ -2,7 +2,8 @@
 
 A row's ``behaviour`` field (carried in its materialized input) picks the answer: ``ok``
 (reward 1.0), ``wrong`` (0.0), ``judge_failed`` (NeMo Gym's 200 failsafe row), ``no_persist``,
-``http422``, ``http500`` (always), ``flaky`` (500 on the first try of each key, then ok).
+``http422``, ``http500`` (always), ``flaky`` (500 on the first try of each key, then ok),
+``judge`` (while ``judge_down`` is set, the judge-failure row; else reward 1.0 on even tasks, 0.0 on odd).
 It counts calls and the most requests it ever had in flight.
 """
 
@@ -32,6 +33,7 @@ class FakeVerifier:
         self.reverify_mode = reverify_mode
         self.latency_s = latency_s
         self.aggregate = aggregate
+        self.judge_down = False
         self.stats = FakeStats()
         self.url = ""
         self._loop = asyncio.new_event_loop()
@@ -76,7 +78,9 @@ class FakeVerifier:
             "reward": 0.0 if behaviour == "wrong" else 1.0,
             "extracted_answer": "A",
         }
-        if behaviour == "judge_failed":
+        if behaviour == "judge" and not self.judge_down:
+            result["reward"] = 1.0 if key[0] % 2 == 0 else 0.0
+        if behaviour == "judge_failed" or (behaviour == "judge" and self.judge_down):
             result = {
                 **body,
                 "reward": 0.0,

@@ -35,9 +35,7 @@ GradingMode = Literal[
     "lenient_answer_colon_md",
 ]
 
-ROW_GRADING_MODES: frozenset[str] = frozenset(
-    {"strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon"}
-)
+ROW_GRADING_MODES: frozenset[str] = frozenset({"strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon"})
 # The markdown-aware mode was added to the server config only; NeMo Gym's request model still rejects it.
 SERVER_GRADING_MODES: frozenset[str] = ROW_GRADING_MODES | {"lenient_answer_colon_md"}
 DEFAULT_ROW_GRADING_MODE: Final = "strict_single_letter_boxed"
@@ -121,9 +119,7 @@ def effective_mode(server_mode: str | None, row_mode: str | None) -> str:
             f"grading_mode {row_mode!r} is not accepted in a row; expected one of {sorted(ROW_GRADING_MODES)}"
         )
     if server_mode is not None and server_mode not in SERVER_GRADING_MODES:
-        raise MCQAInputError(
-            f"server grading_mode {server_mode!r} is not one of {sorted(SERVER_GRADING_MODES)}"
-        )
+        raise MCQAInputError(f"server grading_mode {server_mode!r} is not one of {sorted(SERVER_GRADING_MODES)}")
     return server_mode or row_mode or DEFAULT_ROW_GRADING_MODE
 
 
@@ -204,9 +200,7 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _option_with_text(
-    candidate: str, options: Sequence[Mapping[str, Any]] | None, allowed: set[str]
-) -> str | None:
+def _option_with_text(candidate: str, options: Sequence[Mapping[str, Any]] | None, allowed: set[str]) -> str | None:
     """The first option (in listed order) whose normalised text equals the normalised candidate."""
     wanted = _normalise(candidate)
     for key, value in _option_pairs(options):
@@ -275,9 +269,7 @@ def _strict_boxed(text: str, allowed: set[str]) -> str | None:
     return letter if letter in allowed else None
 
 
-def _boxed_option_text(
-    text: str, allowed: set[str], options: Sequence[Mapping[str, Any]] | None
-) -> str | None:
+def _boxed_option_text(text: str, allowed: set[str], options: Sequence[Mapping[str, Any]] | None) -> str | None:
     content = _last_box_content(text)
     if content is None:
         return None

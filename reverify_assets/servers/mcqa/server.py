@@ -24,10 +24,7 @@ class MCQAServerConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     grading_mode: (
-        Literal[
-            "strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon", "lenient_answer_colon_md"
-        ]
-        | None
+        Literal["strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon", "lenient_answer_colon_md"] | None
     ) = None
 
 

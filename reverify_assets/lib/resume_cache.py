@@ -1,0 +1,89 @@
+"""What an earlier run already settled, read from its output and failures sidecar (NeMo Gym's rules).
+
+A key is *done* when it is in the output, *terminal* when a sidecar row for it says
+``_ng_failure_terminal``, *maxed out* when it has at least ``max_attempts`` sidecar rows;
+anything else is verified (again).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
+from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
+from reverify_assets.lib.keys import RolloutKey, row_key
+
+TERMINAL_FIELD = "_ng_failure_terminal"
+DEFAULT_MAX_ATTEMPTS = 3
+MAX_ATTEMPTS_ENV = "NEMO_GYM_MAX_ROLLOUT_ATTEMPTS"
+KEY_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64}
+
+
+def max_attempts_from(flag: int | None) -> int:
+    if flag is not None:
+        return flag
+    return int(os.environ.get(MAX_ATTEMPTS_ENV) or DEFAULT_MAX_ATTEMPTS)
+
+
+@dataclass(frozen=True)
+class CacheStatus:
+    done: pl.DataFrame  # task, rollout
+    terminal: pl.DataFrame
+    maxed_out: pl.DataFrame
+    max_attempts: int
+
+    @classmethod
+    def empty(cls, max_attempts: int) -> CacheStatus:
+        nothing = pl.DataFrame(schema=KEY_SCHEMA)
+        return cls(nothing, nothing, nothing, max_attempts)
+
+    def settled(self) -> pl.DataFrame:
+        return pl.concat([self.done, self.terminal, self.maxed_out]).unique()
+
+    def pending(self, plan: pl.DataFrame) -> pl.DataFrame:
+        """The rows of ``plan`` (any frame with task, rollout) that still need a verify call."""
+        return plan.join(self.settled(), on=KEY_COLUMNS, how="anti").sort(KEY_COLUMNS)
+
+
+def read_cache(output: Path, sidecar: Path, max_attempts: int) -> CacheStatus:
+    done = scan_keys(output).frame.select(KEY_COLUMNS) if output.exists() else CacheStatus.empty(0).done
+    terminal: set[RolloutKey] = set()
+    attempts: dict[RolloutKey, int] = {}
+    if sidecar.exists():
+        for entry in iter_jsonl(sidecar):
+            key = row_key(entry.row, sidecar, entry.line_no)
+            attempts[key] = attempts.get(key, 0) + 1
+            if _is_terminal(entry):
+                terminal.add(key)
+    maxed = [key for key, count in attempts.items() if count >= max_attempts]
+    return CacheStatus(done, _key_frame(terminal), _key_frame(maxed), max_attempts)
+
+
+def _is_terminal(entry: JsonlLine) -> bool:
+    return bool(entry.row.get(TERMINAL_FIELD))
+
+
+def _key_frame(keys: set[RolloutKey] | list[RolloutKey]) -> pl.DataFrame:
+    pairs = sorted(keys)
+    return pl.DataFrame({"task": [k[0] for k in pairs], "rollout": [k[1] for k in pairs]}, schema=KEY_SCHEMA)
+
+
+def resume_summary(status: CacheStatus, planned: pl.DataFrame) -> list[str]:
+    """Five lines, counted over the rows this run would verify (after --limit)."""
+    done = planned.join(status.done, on=KEY_COLUMNS, how="semi").height
+    rest = planned.join(status.done, on=KEY_COLUMNS, how="anti")
+    terminal = rest.join(status.terminal, on=KEY_COLUMNS, how="semi").height
+    rest = rest.join(status.terminal, on=KEY_COLUMNS, how="anti")
+    maxed = rest.join(status.maxed_out, on=KEY_COLUMNS, how="semi").height
+    pending = rest.join(status.maxed_out, on=KEY_COLUMNS, how="anti").height
+    return [
+        "Resumed from cache. Found:",
+        f"  {done} rows already in the output",
+        f"  {terminal} rows with a terminal failure in the sidecar",
+        f"  {maxed} rows that failed {status.max_attempts} times or more",
+        f"  {pending} rows that still need to be run",
+    ]

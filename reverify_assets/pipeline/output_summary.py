@@ -1,0 +1,40 @@
+"""The figures of a whole output file, for runs that added to an existing one (resume, recovery)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reverify_assets.lib.jsonl import iter_jsonl
+from reverify_assets.lib.result_routing import PROVENANCE_FIELD
+
+UNKNOWN_PROVENANCE = "unknown (no provenance: scored before reverify)"
+
+
+@dataclass
+class OutputSummary:
+    rows: int = 0
+    reward_sum: float = 0.0
+    rows_by_config: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def mean_reward(self) -> float | None:
+        return self.reward_sum / self.rows if self.rows else None
+
+    @property
+    def known_configs(self) -> list[str]:
+        return sorted(name for name in self.rows_by_config if name != UNKNOWN_PROVENANCE)
+
+
+def summarize_output(path: Path) -> OutputSummary:
+    summary = OutputSummary()
+    for entry in iter_jsonl(path):
+        summary.rows += 1
+        reward = entry.row.get("reward")
+        if isinstance(reward, int | float):
+            summary.reward_sum += reward
+        stamp = entry.row.get(PROVENANCE_FIELD)
+        config = stamp.get("config_hash") if isinstance(stamp, dict) else None
+        summary.rows_by_config[config if isinstance(config, str) else UNKNOWN_PROVENANCE] += 1
+    return summary

@@ -1,0 +1,136 @@
+"""NeMo Gym's resume rules, judge-failure selection, seeding, tail repair and run-label grouping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+import pytest
+
+from reverify_assets.config.topology import read_topology
+from reverify_assets.lib.judge_recovery import index_judge_failures, iter_seed_lines, successes_to_seed
+from reverify_assets.lib.key_index import scan_keys
+from reverify_assets.lib.output_tail import repair_unterminated_tail
+from reverify_assets.lib.resume_cache import max_attempts_from, read_cache, resume_summary
+from reverify_assets.pipeline.aggregation import spool_groups
+from reverify_assets.pipeline.merge import seed_successes
+
+
+def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def key(task: int, rollout: int = 0, **extra: Any) -> dict[str, Any]:
+    return {"_ng_task_index": task, "_ng_rollout_index": rollout, **extra}
+
+
+def test_nemo_gym_resume_example(tmp_path: Path) -> None:
+    """20 done + 1 terminal + 1 key with 3 attempts + 1 key with 1 attempt (retried) -> 15 rows still to run.
+
+    The contract counts "38 rows", but its own categories add up to 37 (20 + 1 + 1 + 15); 37 is the run
+    it describes elsewhere ("12 of 37 materialized").
+    """
+    output = jsonl(tmp_path / "o.jsonl", [key(t, reward=1.0) for t in range(20)])
+    sidecar = jsonl(
+        tmp_path / "o_failures.jsonl",
+        [key(20, _ng_failure_class="x", _ng_failure_terminal=True)]
+        + [key(21, _ng_failure_class="verify_failed")] * 3
+        + [key(22, _ng_failure_class="verify_failed")],
+    )
+    plan = pl.DataFrame({"task": list(range(37)), "rollout": [0] * 37})
+    status = read_cache(output, sidecar, max_attempts=3)
+    pending = status.pending(plan)
+    assert pending.height == 15
+    assert 22 in pending["task"].to_list() and 21 not in pending["task"].to_list()
+    assert resume_summary(status, plan) == [
+        "Resumed from cache. Found:",
+        "  20 rows already in the output",
+        "  1 rows with a terminal failure in the sidecar",
+        "  1 rows that failed 3 times or more",
+        "  15 rows that still need to be run",
+    ]
+    assert read_cache(output, sidecar, max_attempts=4).pending(plan).height == 16  # the 3-attempt key is back
+
+
+@pytest.mark.parametrize(("flag", "env", "expected"), [(5, "7", 5), (None, "7", 7), (None, None, 3)])
+def test_max_attempts_precedence(
+    monkeypatch: pytest.MonkeyPatch, flag: int | None, env: str | None, expected: int
+) -> None:
+    if env is None:
+        monkeypatch.delenv("NEMO_GYM_MAX_ROLLOUT_ATTEMPTS", raising=False)
+    else:
+        monkeypatch.setenv("NEMO_GYM_MAX_ROLLOUT_ATTEMPTS", env)
+    assert max_attempts_from(flag) == expected
+
+
+def test_judge_failures_are_selected_once_per_key_in_file_order(tmp_path: Path) -> None:
+    sidecar = jsonl(
+        tmp_path / "r_failures.jsonl",
+        [
+            key(5, _ng_failure_class="judge_failed", response={"n": 1}),
+            key(1, _ng_failure_class="verify_failed"),
+            key(5, _ng_failure_class="judge_failed", response={"n": 2}),
+            key(2, _ng_failure_class="judge_invalid"),
+            key(3, _ng_failure_class="agent_run_error"),
+            key(4, _ng_failure_class="judge_failed"),
+        ],
+    )
+    index = index_judge_failures(sidecar)
+    assert index.frame["task"].to_list() == [5, 2, 4]
+    assert index.frame["line"].to_list() == [1, 4, 6]
+    assert index_judge_failures(sidecar, limit=2).frame["task"].to_list() == [5, 2]
+
+
+def test_seeding_copies_missing_successes_verbatim_and_is_idempotent(tmp_path: Path) -> None:
+    lines = [
+        b'{"_ng_task_index":0,"_ng_rollout_index":0,"reward":1.0,  "odd spacing":true}\n',
+        b'{"_ng_task_index":1,"_ng_rollout_index":0,"reward":0.0}\n',
+        b'{"_ng_task_index":2,"_ng_rollout_index":0,"reward":1.0}\n',
+    ]
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_bytes(b"".join(lines))
+    output = jsonl(tmp_path / "out.jsonl", [key(1, reward=0.5)])
+    successes = scan_keys(rollouts)
+    assert list(iter_seed_lines(rollouts, successes_to_seed(successes, scan_keys(output).frame))) == [
+        lines[0],
+        lines[2],
+    ]
+    assert seed_successes(successes, output) == 2
+    assert seed_successes(successes, output) == 0
+    assert output.read_bytes().splitlines(keepends=True)[1:] == [lines[0], lines[2]]
+
+
+@pytest.mark.parametrize(
+    ("content", "after", "said"),
+    [
+        (b'{"a":1}\n{"a":2}\n', b'{"a":1}\n{"a":2}\n', None),
+        (b'{"a":1}\n{"a":2', b'{"a":1}\n', "dropped an incomplete last line"),
+        (b'{"a":1}\n{"a":2}', b'{"a":1}\n{"a":2}\n', "added the missing newline"),
+        (b'{"a":', b"", "dropped an incomplete last line"),
+        (b"", b"", None),
+    ],
+)
+def test_unterminated_tail_is_repaired(tmp_path: Path, content: bytes, after: bytes, said: str | None) -> None:
+    path = tmp_path / "o.jsonl"
+    path.write_bytes(content)
+    message = repair_unterminated_tail(path)
+    assert path.read_bytes() == after
+    assert (message is None) if said is None else (said in message)
+
+
+def test_seeded_and_recovered_rows_of_one_agent_form_one_entry() -> None:
+    topology = read_topology({"mcqa": {"resources_servers": {"mcqa": {}}}})
+    agent = {"type": "responses_api_agents", "name": "mcqa_simple_agent"}
+    rows = [
+        key(0, reward=1.0, agent_ref=agent, _ng_environment_server="mcqa_environment_server"),
+        key(1, reward=0.0, agent_ref=agent),  # recovered: built from inputs, no environment server
+        key(2, reward=1.0, agent_ref={"name": "other"}),
+        key(3, reward=1.0),  # no run label: skipped, as NeMo Gym does
+    ]
+    groups = spool_groups(rows, topology)
+    assert [(g.label, g.rows) for g in groups] == [("mcqa_environment_server", 2), ("other", 1)]
+    for group in groups:
+        group.body.close()
