@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     from reverify_assets.cli.judge_serve_command import add_judge_serve_parser
 
     add_judge_serve_parser(commands)
+    from reverify_assets.cli.rescoring_commands import add_rescoring_parsers
+
+    add_rescoring_parsers(commands)
     return parser
 
 
@@ -85,6 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from reverify_assets.cli.aggregate_command import aggregate_command
 
             aggregate_command(args, overrides)
+        elif args.command in ("shards", "status", "backfill", "ui"):
+            from reverify_assets.cli.rescoring_commands import rescoring_command
+
+            rescoring_command(args)
         elif args.command == "judge-serve":
             from reverify_assets.cli.judge_serve_command import judge_serve_command
 

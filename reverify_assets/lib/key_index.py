@@ -34,8 +34,13 @@ class KeyIndex:
 RowCheck = Callable[[JsonlLine, RolloutKey], None]
 
 
-def scan_keys(path: Path, *, check: RowCheck | None = None, limit: int | None = None) -> KeyIndex:
-    """Index a JSONL file by key; ``check`` sees each parsed row (to validate it) before it is dropped."""
+def scan_keys(
+    path: Path, *, check: RowCheck | None = None, limit: int | None = None, reject_duplicates: bool = True
+) -> KeyIndex:
+    """Index a JSONL file by key; ``check`` sees each parsed row (to validate it) before it is dropped.
+
+    ``reject_duplicates=False`` keeps every copy, for callers that report duplicates instead of failing.
+    """
     tasks, rollouts, offsets, lines = array("q"), array("q"), array("q"), array("q")
     for entry in iter_jsonl(path):
         if limit is not None and len(tasks) >= limit:
@@ -49,8 +54,14 @@ def scan_keys(path: Path, *, check: RowCheck | None = None, limit: int | None = 
         lines.append(entry.line_no)
     frame = pl.DataFrame({"task": tasks, "rollout": rollouts, "offset": offsets, "line": lines}, schema=INDEX_SCHEMA)
     index = KeyIndex(path, frame)
-    reject_duplicate_keys(index)
+    if reject_duplicates:
+        reject_duplicate_keys(index)
     return index
+
+
+def duplicated_keys(frame: pl.DataFrame) -> pl.DataFrame:
+    """The keys (task, rollout) that appear more than once."""
+    return frame.filter(pl.struct(KEY_COLUMNS).is_duplicated()).select(KEY_COLUMNS).unique().sort(KEY_COLUMNS)
 
 
 def reject_duplicate_keys(index: KeyIndex) -> None:

@@ -20,6 +20,7 @@ class OutputPolicy:
     resume: bool = False
     append: bool = False  # recovery onto an existing output: keys already there are skipped
     max_attempts: int = 3
+    announce_resume: bool = True  # shards always resume: saying so for each would be noise
 
     @property
     def is_fresh(self) -> bool:
@@ -49,7 +50,8 @@ def prepare_output(files: RunFiles, policy: OutputPolicy) -> CacheStatus | None:
     """Make the output ready for appending; the cache of what is settled, or None for a fresh run."""
     if policy.resume:
         if not (files.output.exists() or files.sidecar.exists()):
-            log.info("Skipping resume_from_cache because cache paths don't exist! Running every row.")
+            if policy.announce_resume:
+                log.info("Skipping resume_from_cache because cache paths don't exist! Running every row.")
         else:
             _repair(files)
             return read_cache(files.output, files.sidecar, policy.max_attempts)

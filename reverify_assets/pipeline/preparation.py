@@ -45,7 +45,7 @@ class InputsIndex:
     routes: list[dict[str, Any]]  # id -> the routing fields themselves
 
 
-def scan_inputs(path: Path) -> InputsIndex:
+def scan_inputs(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
     route_ids: dict[bytes, int] = {}
     routes: list[dict[str, Any]] = []
     per_row: list[int] = []
@@ -58,16 +58,16 @@ def scan_inputs(path: Path) -> InputsIndex:
             routes.append(fields)
         per_row.append(route_ids[signature])
 
-    keys = scan_keys(path, check=remember_route)
+    keys = scan_keys(path, check=remember_route, reject_duplicates=reject_duplicates)
     return InputsIndex(keys, pl.Series("route", per_row, dtype=pl.Int32), routes)
 
 
-def scan_rollouts(path: Path, *, limit: int | None = None) -> KeyIndex:
+def scan_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: bool = True) -> KeyIndex:
     def require_response(entry: JsonlLine, key: RolloutKey) -> None:
         if "response" not in entry.row:
             raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
-    return scan_keys(path, check=require_response, limit=limit)
+    return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)
 
 
 def join_and_route(inputs: InputsIndex, rollouts: KeyIndex, topology: Topology) -> pl.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -22,6 +23,12 @@ class PairReader:
         input_row = read_row_at(self._inputs, input_at[0], self.inputs_path, input_at[1])
         rollout_row = read_row_at(self._rollouts, rollout_at[0], self.rollouts_path, rollout_at[1])
         return build_verify_payload(input_row, rollout_row, key)
+
+    def rewards(self, plan_offsets: Iterable[tuple[int, int]]) -> Iterator[float | None]:
+        """The ``reward`` the original run stored on each rollout row, by (offset, line)."""
+        for offset, line in plan_offsets:
+            reward = read_row_at(self._rollouts, offset, self.rollouts_path, line).get("reward")
+            yield float(reward) if isinstance(reward, int | float) else None
 
     def close(self) -> None:
         self._inputs.close()

@@ -90,7 +90,7 @@ async def _verify(
         cache = prepare_output(files, step.policy)
         pending = plan
         if cache is not None:
-            if step.policy.resume:
+            if step.policy.resume and step.policy.announce_resume:
                 for line in resume_summary(cache, plan):
                     log.info("%s", line)
             pending = cache.pending(plan)

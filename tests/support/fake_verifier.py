@@ -120,6 +120,16 @@ class FakeVerifier:
 
     def __exit__(self, *exc: object) -> None:
         assert self._runner is not None
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+
+    async def _stop(self) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+        # Handlers still sleeping (a slow verifier) are cancelled, not left pending in a dead loop.
+        current = asyncio.current_task()
+        leftovers = [task for task in asyncio.all_tasks() if task is not current]
+        for task in leftovers:
+            task.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)

@@ -1,0 +1,66 @@
+"""``reverify shards|status|backfill|ui``: the rescorings of ``configs/rescorings`` from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.rescoring.status import ShardState
+
+STATE_FLAGS = {"stale": ShardState.STALE, "missing": ShardState.MISSING, "failed": ShardState.FAILED}
+
+
+def add_rescoring_parsers(commands: Any) -> None:
+    def rescoring_parser(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser = commands.add_parser(name, help=help_text)
+        parser.add_argument("rescoring", help="a file name (without .yaml) in configs/rescorings/")
+        parser.add_argument("--project", default=".", help="the project root holding configs/ (default: .)")
+        return parser
+
+    rescoring_parser("shards", "find the shards of a rescoring's rollout files and register them")
+    rescoring_parser("status", "list shards materialized, stale (verifier changed), failed and missing")
+    backfill = rescoring_parser("backfill", "re-score shards, one run each, then the aggregate")
+    for flag in STATE_FLAGS:
+        backfill.add_argument(f"--{flag}", action="store_true", help=f"the {flag} shards (default: all three)")
+    backfill.add_argument("--no-aggregate", action="store_true", help="leave the aggregate metrics alone")
+    ui = commands.add_parser("ui", help="start the Dagster UI on the CLI's DAGSTER_HOME")
+    ui.add_argument("--project", default=".", help="the project root holding workspace.yaml (default: .)")
+    ui.add_argument("--port", type=int, default=3000)
+
+
+def rescoring_command(args: argparse.Namespace) -> None:
+    if args.command == "ui":
+        ui_command(Path(args.project), args.port)
+        return
+    from reverify_assets.defs.rescoring_defs import build_rescoring
+    from reverify_assets.rescoring.spec import find_rescoring
+
+    rescoring = build_rescoring(find_rescoring(Path(args.project).resolve(), args.rescoring))
+    from reverify_assets.cli import rescoring_runs
+
+    if args.command == "shards":
+        rescoring_runs.register_shards(rescoring)
+    elif args.command == "status":
+        rescoring_runs.print_status(rescoring)
+    else:
+        states = [state for flag, state in STATE_FLAGS.items() if getattr(args, flag)] or list(STATE_FLAGS.values())
+        rescoring_runs.backfill(rescoring, states, aggregate=not args.no_aggregate)
+
+
+def ui_command(project: Path, port: int) -> None:
+    from reverify_assets.defs.instance import ensure_dagster_home
+
+    workspace = project / "workspace.yaml"
+    if not workspace.is_file():
+        raise ReverifyError(f"no workspace.yaml in {project.resolve()} (pass --project)")
+    home = ensure_dagster_home()
+    dagster = Path(sys.executable).with_name("dagster")
+    print(f"Dagster UI for DAGSTER_HOME={home}: http://127.0.0.1:{port}", flush=True)
+    command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
+    completed = subprocess.run(command, cwd=project)
+    if completed.returncode not in (0, -2, 130):
+        raise ReverifyError(f"dagster dev exited with status {completed.returncode}")

@@ -1,0 +1,119 @@
+"""Registering shards, reporting their state and re-scoring them in-process, one run per shard."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+
+from reverify_assets.defs.instance import ensure_dagster_home
+from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
+from reverify_assets.defs.rescoring_defs import RescoringDefs
+from reverify_assets.rescoring.discovery import discover_shard_keys
+from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
+
+
+def _instance() -> dg.DagsterInstance:
+    ensure_dagster_home()
+    return dg.DagsterInstance.get()
+
+
+def register_shards(rescoring: RescoringDefs) -> list[str]:
+    with _instance() as instance:
+        known = set(instance.get_dynamic_partitions(rescoring.shards.name))
+        found = discover_shard_keys(rescoring.spec, rescoring.layout.index_cache)
+        new = [key for key in found if key not in known]
+        if new:
+            instance.add_dynamic_partitions(rescoring.shards.name, new)
+    print(f"{rescoring.spec.name}: {len(found)} shards ({len(new)} new): {', '.join(found)}")
+    return new
+
+
+def current_status(rescoring: RescoringDefs, instance: dg.DagsterInstance) -> ShardStatus:
+    return shard_status(instance, rescoring.reverified_key, rescoring.shards, rescoring.setup.config_hash)
+
+
+def print_status(rescoring: RescoringDefs) -> None:
+    with _instance() as instance:
+        status = current_status(rescoring, instance)
+    print(f"{rescoring.spec.name}: {len(status.registered)} shards, verifier config {status.code_version}")
+    print("  " + ", ".join(f"{state.value} {len(status.by_state[state])}" for state in ShardState))
+    for state in (ShardState.STALE, ShardState.FAILED, ShardState.MISSING, ShardState.RUNNING):
+        if status.by_state[state]:
+            print(f"  {state.value}: {' '.join(status.by_state[state])}")
+    if not status.registered:
+        print(f"  no shards registered yet: run `reverify shards {rescoring.spec.name}`")
+
+
+def backfill(rescoring: RescoringDefs, states: Sequence[ShardState], *, aggregate: bool) -> None:
+    register_shards(rescoring)
+    with _instance() as instance:
+        todo = current_status(rescoring, instance).needing_work(*states)
+        print(f"{rescoring.spec.name}: re-scoring {len(todo)} shards ({', '.join(s.value for s in states)})")
+        failed = []
+        for key in todo:
+            result = dg.materialize(
+                rescoring.assets,
+                instance=instance,
+                partition_key=key,
+                selection=rescoring.shard_asset_keys,
+                run_config=QUIET_RUN_CONFIG,
+                raise_on_error=False,
+                tags={"reverify/rescoring": rescoring.spec.name},
+            )
+            print(f"  {key}: {_describe(result, rescoring)}")
+            if not result.success or not _materialized(result, rescoring.reverified_key):
+                failed.append(key)
+        if aggregate:
+            result = dg.materialize(
+                rescoring.assets,
+                instance=instance,
+                selection=[rescoring.aggregate_key],
+                run_config=QUIET_RUN_CONFIG,
+                raise_on_error=False,
+            )
+            print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
+    if failed:
+        print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")
+
+
+def _materialized(result: dg.ExecuteInProcessResult, key: dg.AssetKey) -> bool:
+    return any(event.asset_key == key for event in result.get_asset_materialization_events())
+
+
+def _metadata(result: dg.ExecuteInProcessResult, key: dg.AssetKey) -> dict[str, Any]:
+    for event in result.get_asset_materialization_events():
+        if event.asset_key == key:
+            return {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
+    return {}
+
+
+def _describe(result: dg.ExecuteInProcessResult, rescoring: RescoringDefs) -> str:
+    if not result.success:
+        errors = [
+            e.event_specific_data.error.message.strip()
+            for e in result.all_events
+            if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
+        ]
+        return f"FAILED ({'; '.join(errors) or 'see the run in the UI'})"
+    meta = _metadata(result, rescoring.reverified_key)
+    if not meta:
+        failed_checks = [
+            e.asset_check_evaluation_data.check_name
+            for e in result.all_events
+            if e.is_asset_check_evaluation and not e.asset_check_evaluation_data.passed
+        ]
+        return f"blocked by failed checks: {', '.join(failed_checks)}"
+    mean, before = meta.get("mean reward"), meta.get("original mean reward")
+    change = f", mean reward {mean:.4f}" if mean is not None else ""
+    if mean is not None and before is not None:
+        change += f" (stored {before:.4f}, {mean - before:+.4f})"
+    return f"{meta.get('rows')} rows, {meta.get('failures')} failures{change}"
+
+
+def _describe_aggregate(result: dg.ExecuteInProcessResult, rescoring: RescoringDefs) -> str:
+    meta = _metadata(result, rescoring.aggregate_key)
+    if not result.success or not meta:
+        return "not computed (no shard has results for this verifier config yet)"
+    return f"{meta.get('rows')} rows from {meta.get('shards included')} shards -> {meta.get('file')}"

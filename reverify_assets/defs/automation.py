@@ -1,0 +1,99 @@
+"""What keeps rescorings current without a person: discovery of new rollouts, a nightly rescore, failure reports."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import dagster as dg
+import orjson
+
+from reverify_assets.defs.rescoring_defs import RescoringDefs
+from reverify_assets.rescoring.discovery import discover_shard_keys
+from reverify_assets.rescoring.status import ShardState, shard_status
+
+FAILURE_REPORT = "shard_run_failures.jsonl"
+
+
+def new_rollouts_sensor(rescoring: RescoringDefs, *, interval_s: int = 60) -> dg.SensorDefinition:
+    """Registers the shards of rollout files that appeared, and asks for one run per new shard."""
+
+    @dg.sensor(
+        name=f"{rescoring.spec.name}_new_rollouts",
+        job=rescoring.shard_job,
+        minimum_interval_seconds=interval_s,
+        description="Finds new NeMo Gym rollout files of this rescoring and registers their shards.",
+    )
+    def sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        known = set(context.instance.get_dynamic_partitions(rescoring.shards.name))
+        found = discover_shard_keys(rescoring.spec, rescoring.layout.index_cache)
+        new = [key for key in found if key not in known]
+        if not new:
+            return dg.SkipReason(f"no new shards ({len(known)} registered)")
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(partition_key=key, run_key=f"{key}:{rescoring.setup.config_hash}") for key in new
+            ],
+            dynamic_partitions_requests=[rescoring.shards.build_add_request(new)],
+        )
+
+    return sensor
+
+
+def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
+    """Each tick: one run per stale, missing or failed shard; once every shard is current, the aggregate."""
+    schedule_spec = rescoring.spec.schedule
+    if schedule_spec is None:
+        return None
+
+    @dg.schedule(
+        name=f"{rescoring.spec.name}_rescore",
+        cron_schedule=schedule_spec.cron,
+        execution_timezone=schedule_spec.timezone,
+        job=rescoring.shard_job,
+        description="Re-scores the shards a verifier change made stale, new shards and failed ones.",
+    )
+    def schedule(context: dg.ScheduleEvaluationContext) -> Sequence[dg.RunRequest] | dg.SkipReason:
+        status = shard_status(context.instance, rescoring.reverified_key, rescoring.shards, rescoring.setup.config_hash)
+        todo = status.needing_work(ShardState.STALE, ShardState.MISSING, ShardState.FAILED)
+        tick = int(context.scheduled_execution_time.timestamp()) if context.scheduled_execution_time else 0
+        if todo:
+            return [dg.RunRequest(partition_key=key, run_key=f"{key}:{tick}") for key in todo]
+        if status.registered and not status.by_state[ShardState.RUNNING]:
+            return [dg.RunRequest(run_key=f"aggregate:{tick}", job_name=rescoring.aggregate_job.name)]
+        return dg.SkipReason("no shard needs work")
+
+    return schedule
+
+
+def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefinition:
+    """Says which shard failed and why: in the sensor's log and in ``<output_dir>/shard_run_failures.jsonl``."""
+    by_partitions = {r.shards.name: r for r in rescorings}
+
+    @dg.run_failure_sensor(
+        name="reverify_shard_failures",
+        monitor_all_code_locations=False,
+        description="Records the shard, run and error of every failed shard run.",
+    )
+    def sensor(context: dg.RunFailureSensorContext) -> None:
+        run = context.dagster_run
+        shard = run.tags.get("dagster/partition")
+        rescoring = next((r for r in by_partitions.values() if run.job_name == r.shard_job.name), None)
+        if shard is None or rescoring is None:
+            return
+        errors = [event.message or "" for event in context.get_step_failure_events()]
+        reason = "; ".join(e for e in errors if e) or (context.failure_event.message or "unknown")
+        report = {
+            "shard": shard,
+            "run_id": run.run_id,
+            "rescoring": rescoring.spec.name,
+            "error": reason,
+            "at": time.time(),
+        }
+        context.log.error(f"shard {shard} of {rescoring.spec.name} failed in run {run.run_id}: {reason}")
+        path = rescoring.spec.outputs / FAILURE_REPORT
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as fh:  # one whole line per failure, appended
+            fh.write(orjson.dumps(report) + b"\n")
+
+    return sensor

@@ -1,0 +1,62 @@
+"""Key indexes of source files, computed once per file version and shared by every shard.
+
+A shard needs the keys and byte offsets of its tasks only, but finding them means reading the whole
+file; caching the index (keyed by path, size and modification time) makes that a one-off per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import polars as pl
+
+from reverify_assets.lib.key_index import KeyIndex
+from reverify_assets.pipeline.preparation import InputsIndex, scan_inputs, scan_rollouts
+
+
+@dataclass(frozen=True)
+class IndexCache:
+    folder: Path
+
+    def _stem(self, path: Path, kind: str) -> Path:
+        stat = path.stat()
+        fingerprint = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{kind}".encode()
+        return self.folder / hashlib.sha256(fingerprint).hexdigest()[:24]
+
+    def inputs(self, path: Path) -> InputsIndex:
+        stem = self._stem(path, "inputs")
+        frame_path, routes_path = stem.with_suffix(".parquet"), stem.with_suffix(".routes.json")
+        if frame_path.exists() and routes_path.exists():
+            frame = pl.read_parquet(frame_path)
+            routes = orjson.loads(routes_path.read_bytes())
+            return InputsIndex(KeyIndex(path, frame.drop("route")), frame["route"], routes)
+        index = scan_inputs(path, reject_duplicates=False)  # reported per shard by an asset check
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _write_atomic(routes_path, orjson.dumps(index.routes))
+        _write_parquet_atomic(index.keys.frame.with_columns(index.route_of_row), frame_path)
+        return index
+
+    def rollouts(self, path: Path) -> KeyIndex:
+        frame_path = self._stem(path, "rollouts").with_suffix(".parquet")
+        if frame_path.exists():
+            return KeyIndex(path, pl.read_parquet(frame_path))
+        index = scan_rollouts(path, reject_duplicates=False)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _write_parquet_atomic(index.frame, frame_path)
+        return index
+
+
+def _write_atomic(path: Path, content: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(content)
+    os.replace(tmp, path)
+
+
+def _write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    frame.write_parquet(tmp)
+    os.replace(tmp, path)

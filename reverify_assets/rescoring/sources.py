@@ -1,0 +1,45 @@
+"""The pairs of NeMo Gym files a rescoring reads: one fixed pair, or every pair found in a watched folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from reverify_assets.lib.file_names import MATERIALIZED_INPUTS_SUFFIX
+from reverify_assets.rescoring.shard_keys import source_id
+from reverify_assets.rescoring.spec import RescoringSpec
+
+FIXED_SOURCE = "main"
+
+
+@dataclass(frozen=True)
+class Source:
+    id: str
+    inputs: Path
+    rollouts: Path
+
+
+def inputs_beside(rollouts: Path) -> Path:
+    """``gym eval run`` writes ``<stem>_materialized_inputs.jsonl`` next to ``<stem>.jsonl``."""
+    return rollouts.with_name(f"{rollouts.stem}{MATERIALIZED_INPUTS_SUFFIX}.jsonl")
+
+
+def discover_sources(spec: RescoringSpec) -> list[Source]:
+    if spec.sources is not None:
+        return [Source(FIXED_SOURCE, spec.path(spec.sources.inputs), spec.path(spec.sources.rollouts))]
+    assert spec.watch is not None
+    folder = spec.path(spec.watch.folder)
+    found = []
+    for rollouts in sorted(folder.glob(spec.watch.pattern)):
+        inputs = inputs_beside(rollouts)
+        if rollouts.is_file() and inputs.is_file():  # a pair still being written is picked up next time
+            relative = rollouts.parent.relative_to(folder).as_posix()
+            found.append(Source(source_id(relative if relative != "." else rollouts.stem), inputs, rollouts))
+    return found
+
+
+def source_by_id(spec: RescoringSpec, wanted: str) -> Source:
+    for source in discover_sources(spec):
+        if source.id == wanted:
+            return source
+    raise FileNotFoundError(f"rescoring {spec.name!r} has no source {wanted!r} any more")

@@ -1,0 +1,129 @@
+"""A rescoring kept in ``configs/rescorings/<name>.yaml``: what it reads, which verifier, how it shards.
+
+Example::
+
+    description: The bundled mcqa sample under lenient boxed grading.
+    verifier:
+      config: [configs/mcqa.yaml]
+      overrides: ["++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"]
+    sources:                       # either one pair of files ...
+      inputs: samples/mcqa/rollouts_materialized_inputs.jsonl
+      rollouts: samples/mcqa/rollouts.jsonl
+    # watch: {folder: incoming/mcqa}   ... or a folder whose */rollouts.jsonl are discovered
+    shard_tasks: 25                # tasks per shard; every rollout of a task lands in the same shard
+    output_dir: results/rescorings/mcqa_sample
+    max_failure_rate: 0.05         # a shard with more failures than this is blocked from the metrics
+    schedule: {cron: "0 3 * * *"}  # re-score stale and missing shards nightly
+
+Relative paths are relative to the project root (the folder holding ``configs/``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from reverify_assets.errors import ReverifyError
+
+RESCORINGS_DIR = Path("configs") / "rescorings"
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VerifierRef(_Strict):
+    config: list[str] = Field(min_length=1, description="verifier config files, merged in order")
+    overrides: list[str] = Field(default_factory=list)
+
+
+class FixedSources(_Strict):
+    inputs: str
+    rollouts: str
+
+
+class WatchedFolder(_Strict):
+    folder: str
+    pattern: str = Field(default="*/rollouts.jsonl", description="rollouts files; inputs sit beside each")
+
+
+class Schedule(_Strict):
+    cron: str
+    timezone: str = "UTC"
+
+
+class RescoringSpec(_Strict):
+    name: str
+    description: str = ""
+    verifier: VerifierRef
+    sources: FixedSources | None = None
+    watch: WatchedFolder | None = None
+    shard_tasks: int = Field(default=2500, ge=1)
+    output_dir: str
+    concurrency: int = Field(default=64, ge=1)
+    max_failure_rate: float = Field(default=0.05, ge=0.0, le=1.0)
+    schedule: Schedule | None = None
+    root: Path = Field(description="project root the relative paths resolve against")
+
+    @model_validator(mode="after")
+    def _one_kind_of_source(self) -> RescoringSpec:
+        if (self.sources is None) == (self.watch is None):
+            raise ValueError("give exactly one of `sources` (inputs + rollouts) or `watch` (a folder)")
+        if not NAME_PATTERN.match(self.name):
+            raise ValueError(f"the file name {self.name!r} must be a Python-style identifier (it names assets)")
+        return self
+
+    def path(self, relative: str) -> Path:
+        candidate = Path(relative).expanduser()
+        return candidate if candidate.is_absolute() else self.root / candidate
+
+    @property
+    def config_paths(self) -> list[Path]:
+        return [self.path(p) for p in self.verifier.config]
+
+    @property
+    def outputs(self) -> Path:
+        return self.path(self.output_dir)
+
+
+def load_rescoring(path: Path, root: Path) -> RescoringSpec:
+    try:
+        raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except Exception as exc:  # yaml and OmegaConf raise several types; all mean "not valid YAML"
+        raise ReverifyError(f"rescoring {path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ReverifyError(f"rescoring {path}: must hold a mapping")
+    try:
+        spec = RescoringSpec.model_validate({**raw, "name": path.stem, "root": root})
+    except ValidationError as exc:
+        raise ReverifyError(f"rescoring {path}: {_describe(exc)}") from exc
+    for config in spec.config_paths:
+        if not config.is_file():
+            raise ReverifyError(f"rescoring {path}: field `verifier.config`: file not found: {config}")
+    return spec
+
+
+def load_rescorings(root: Path) -> list[RescoringSpec]:
+    folder = root / RESCORINGS_DIR
+    return [load_rescoring(path, root) for path in sorted(folder.glob("*.yaml"))] if folder.is_dir() else []
+
+
+def find_rescoring(root: Path, name: str) -> RescoringSpec:
+    path = root / RESCORINGS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = [spec.name for spec in load_rescorings(root)]
+        raise ReverifyError(f"no rescoring {name!r} in {root / RESCORINGS_DIR} (known: {known})")
+    return load_rescoring(path, root)
+
+
+def _describe(exc: ValidationError) -> str:
+    def field(error: Any) -> str:
+        location = ".".join(str(part) for part in error["loc"])
+        return f"field `{location}`: {error['msg']}" if location else error["msg"]
+
+    return "; ".join(field(error) for error in exc.errors())
