@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.rescoring.status import ShardState
 
 STATE_FLAGS = {"stale": ShardState.STALE, "missing": ShardState.MISSING, "failed": ShardState.FAILED}
@@ -27,6 +27,7 @@ def add_rescoring_parsers(commands: Any) -> None:
     for flag in STATE_FLAGS:
         backfill.add_argument(f"--{flag}", action="store_true", help=f"the {flag} shards (default: all three)")
     backfill.add_argument("--no-aggregate", action="store_true", help="leave the aggregate metrics alone")
+    backfill.add_argument("--parallel", type=int, default=1, help="shard runs at a time, each in its own process")
     ui = commands.add_parser("ui", help="start the Dagster UI on the CLI's DAGSTER_HOME")
     ui.add_argument("--project", default=".", help="the project root holding workspace.yaml (default: .)")
     ui.add_argument("--port", type=int, default=3000)
@@ -48,7 +49,9 @@ def rescoring_command(args: argparse.Namespace) -> None:
         rescoring_runs.print_status(rescoring)
     else:
         states = [state for flag, state in STATE_FLAGS.items() if getattr(args, flag)] or list(STATE_FLAGS.values())
-        rescoring_runs.backfill(rescoring, states, aggregate=not args.no_aggregate)
+        if args.parallel < 1:
+            raise UsageError(f"--parallel must be at least 1, got {args.parallel}")
+        rescoring_runs.backfill(rescoring, states, aggregate=not args.no_aggregate, parallel=args.parallel)
 
 
 def ui_command(project: Path, port: int) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -46,26 +49,23 @@ def print_status(rescoring: RescoringDefs) -> None:
         print(f"  no shards registered yet: run `reverify shards {rescoring.spec.name}`")
 
 
-def backfill(rescoring: RescoringDefs, states: Sequence[ShardState], *, aggregate: bool) -> None:
+def backfill(rescoring: RescoringDefs, states: Sequence[ShardState], *, aggregate: bool, parallel: int = 1) -> None:
+    """One run per shard (``parallel`` at a time, each in its own process), then the aggregate."""
     register_shards(rescoring)
     with _instance() as instance:
         todo = current_status(rescoring, instance).needing_work(*states)
-        print(f"{rescoring.spec.name}: re-scoring {len(todo)} shards ({', '.join(s.value for s in states)})")
-        failed = []
-        for key in todo:
-            result = dg.materialize(
-                rescoring.assets,
-                instance=instance,
-                partition_key=key,
-                selection=rescoring.shard_asset_keys,
-                run_config=QUIET_RUN_CONFIG,
-                raise_on_error=False,
-                tags={"reverify/rescoring": rescoring.spec.name},
-            )
-            print(f"  {key}: {_describe(result, rescoring)}")
-            if not result.success or not _materialized(result, rescoring.reverified_key):
-                failed.append(key)
-        if aggregate:
+    print(f"{rescoring.spec.name}: re-scoring {len(todo)} shards ({', '.join(s.value for s in states)})")
+    if parallel > 1 and len(todo) > 1:
+        spawn = multiprocessing.get_context("spawn")  # Dagster's threads do not survive a fork
+        with ProcessPoolExecutor(max_workers=parallel, mp_context=spawn) as pool:
+            outcomes = list(pool.map(_shard_in_worker, [(rescoring.spec.root, rescoring.spec.name, k) for k in todo]))
+    else:
+        outcomes = [rescore_shard(rescoring, key) for key in todo]
+    for key, (_, described) in zip(todo, outcomes, strict=True):
+        print(f"  {key}: {described}")
+    failed = [key for key, (ok, _) in zip(todo, outcomes, strict=True) if not ok]
+    if aggregate:
+        with _instance() as instance:
             result = dg.materialize(
                 rescoring.assets,
                 instance=instance,
@@ -73,9 +73,32 @@ def backfill(rescoring: RescoringDefs, states: Sequence[ShardState], *, aggregat
                 run_config=QUIET_RUN_CONFIG,
                 raise_on_error=False,
             )
-            print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
+        print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
     if failed:
         print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")
+
+
+def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
+    """(whether the shard's results were materialized, a line saying what happened)."""
+    with _instance() as instance:
+        result = dg.materialize(
+            rescoring.assets,
+            instance=instance,
+            partition_key=key,
+            selection=rescoring.shard_asset_keys,
+            run_config=QUIET_RUN_CONFIG,
+            raise_on_error=False,
+            tags={"reverify/rescoring": rescoring.spec.name},
+        )
+    return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
+
+
+def _shard_in_worker(job: tuple[Path, str, str]) -> tuple[bool, str]:
+    from reverify_assets.defs.rescoring_defs import build_rescoring
+    from reverify_assets.rescoring.spec import find_rescoring
+
+    root, name, key = job
+    return rescore_shard(build_rescoring(find_rescoring(root, name)), key)
 
 
 def _materialized(result: dg.ExecuteInProcessResult, key: dg.AssetKey) -> bool:

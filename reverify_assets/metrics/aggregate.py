@@ -110,9 +110,7 @@ def aggregate_metrics(
     key_metrics.update(coverage)
 
     if compute_repeat_metrics is not None and result.repeat_level_metrics:
-        _add_custom_repeat_metrics(
-            scored, result.repeat_level_metrics, agent_metrics, custom, compute_repeat_metrics
-        )
+        _add_custom_repeat_metrics(scored, result.repeat_level_metrics, agent_metrics, custom, compute_repeat_metrics)
 
     return _answer(
         result.group_level_metrics,
@@ -179,9 +177,7 @@ def _add_custom_repeat_metrics(
     by_repeat: dict[Any, list[Row]] = {}
     for row in scored:
         by_repeat.setdefault(rollout_key(row)[1], []).append(row)
-    answers = [
-        dict(compute_repeat_metrics(group_by_task(by_repeat[entry[n.ROLLOUT_INDEX]]))) for entry in repeats
-    ]
+    answers = [dict(compute_repeat_metrics(group_by_task(by_repeat[entry[n.ROLLOUT_INDEX]]))) for entry in repeats]
     names: dict[str, None] = {}
     for answer in answers:
         names.update(dict.fromkeys(answer))

@@ -111,10 +111,7 @@ def compute_pass_majority_metrics(
                 _put_percentage(
                     metrics,
                     f"majority@{k}/{name}",
-                    [
-                        _majority(answers, task, k)
-                        for answers, task in zip(table.answers, by_task, strict=True)
-                    ],
+                    [_majority(answers, task, k) for answers, task in zip(table.answers, by_task, strict=True)],
                 )
     per_sample = per_sample_aggregate(table)
     metrics["per_sample_aggregate"] = per_sample
@@ -174,9 +171,7 @@ def per_sample_aggregate(table: ScoreTable) -> dict[str, list[float]]:
     for position in range(table.max_k):
         for name in table.names:
             values = [
-                task[position]
-                for task in table.scores[name]
-                if position < len(task) and task[position] is not MISSING
+                task[position] for task in table.scores[name] if position < len(task) and task[position] is not MISSING
             ]
             if values:
                 aggregate[name].append(100.0 * python_sum(values) / len(values))
@@ -207,9 +202,7 @@ def add_avg_sample_std_dev(metrics: dict[str, Any], table: ScoreTable) -> None:
     of each task's first k scores. Nothing when no task has two rollouts."""
     for k in range(2, table.max_k + 1):
         for name in table.names:
-            stds = [
-                _sample_std(values) for task in table.scores[name] if len(values := _scored(task[:k])) >= 2
-            ]
+            stds = [_sample_std(values) for task in table.scores[name] if len(values := _scored(task[:k])) >= 2]
             if stds:
                 metrics[f"pass@1[avg-of-{k}]/{name}/{n.AVG_SAMPLE_STD_DEV}"] = python_sum(stds) / len(stds)
 
@@ -228,11 +221,7 @@ def compute_subset_metrics(
     for subset, subset_tasks in subsets.items():
         subset_metrics = compute_pass_majority_metrics(subset_tasks, score_fn, answer_key).metrics
         metrics.update(
-            {
-                f"{subset}/{key}": value
-                for key, value in subset_metrics.items()
-                if key != "per_sample_aggregate"
-            }
+            {f"{subset}/{key}": value for key, value in subset_metrics.items() if key != "per_sample_aggregate"}
         )
     return metrics
 

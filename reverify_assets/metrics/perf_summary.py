@@ -47,8 +47,7 @@ def compute_perf_summary(records: Sequence[Mapping[str, Any]], total_rollouts: i
     observed_tokens = sum(
         1
         for record in records
-        if _is_number(record.get("token_observability_coverage"))
-        and record["token_observability_coverage"] > 0
+        if _is_number(record.get("token_observability_coverage")) and record["token_observability_coverage"] > 0
     )
     summary: dict[str, Any] = {
         "overall_observability_coverage": len(records) / total_rollouts,

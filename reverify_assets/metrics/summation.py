@@ -58,9 +58,7 @@ def _pairwise(values: Sequence[float], start: int, count: int) -> float:
     if count <= _PAIRWISE_BLOCK:
         unrolled_end = start + count - count % _UNROLL
         lanes = [reduce(add, values[start + lane : unrolled_end : _UNROLL]) for lane in range(_UNROLL)]
-        total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + (
-            (lanes[4] + lanes[5]) + (lanes[6] + lanes[7])
-        )
+        total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
         return reduce(add, values[unrolled_end : start + count], total)
     half = count // 2
     half -= half % _UNROLL

@@ -1,0 +1,261 @@
+"""Pieces every synthetic NeMo Gym generator shares: seeded draws, the completion order, row shapes, files.
+
+Split out of ``mcqa_rollouts`` so that a second generator (``qa_rollouts``) reuses them instead of copying
+them. Nothing here knows about a particular environment: the shapes are those of any `gym eval run` output
+(docs/nemo-gym-contract.md §2.1, §2.2), with key orders copied from real NeMo Gym files
+(tests/data/conformance/mcqa). Everything is a pure function of its arguments, so the generators built on
+it stay byte-identical per seed and can stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from random import Random
+from typing import Any, Final, TypeVar
+
+import orjson
+
+__all__ = [
+    "CHAT_TEMPLATE_TOKENS",
+    "EPOCH",
+    "MODEL",
+    "RESULT_TYPE",
+    "Row",
+    "agent_ref",
+    "approx_tokens",
+    "between",
+    "completion_order",
+    "derived_seed",
+    "distinct",
+    "message_item",
+    "pick",
+    "positive_int",
+    "reasoning_item",
+    "response_object",
+    "responses_create_params",
+    "write_jsonl_atomically",
+]
+
+Row = dict[str, Any]
+T = TypeVar("T")
+
+# Names as they appear in real NeMo Gym output.
+MODEL: Final = "synthetic-policy-1"
+RESULT_TYPE: Final = "legacy_agent"
+# Created-at timestamps start here (Oct 2025, like the conformance files) so runs look like one session.
+EPOCH: Final = 1_760_000_000.0
+# Tokens a chat template adds around the user turn; usage counts them, the stored prompt does not show them.
+CHAT_TEMPLATE_TOKENS: Final = 14
+
+
+# --- seeded draws -------------------------------------------------------------------------------------------
+# random.choice/sample/randint go through a getrandbits rejection loop (about 1 µs per draw, most of a
+# generator's time); scaling one random() float is several times faster, and its bias (below 2**-50) does
+# not matter for synthetic data. They also only use random(), whose output is fixed per seed.
+
+
+def pick(rng: Random, seq: Sequence[T]) -> T:
+    return seq[int(rng.random() * len(seq))]
+
+
+def distinct(rng: Random, seq: Sequence[T], k: int) -> list[T]:
+    pool = list(seq)
+    return [pool.pop(int(rng.random() * len(pool))) for _ in range(k)]
+
+
+def between(rng: Random, low: int, high: int) -> int:
+    """A uniform integer in [low, high], both included."""
+    return low + int(rng.random() * (high - low + 1))
+
+
+def derived_seed(*parts: object) -> int:
+    # blake2b, not hash(): Python salts str hashes per process, and the files must be byte-identical.
+    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def approx_tokens(text: str) -> int:
+    # About four characters per token for English prose with BPE tokenizers.
+    return (len(text) + 3) // 4
+
+
+# --- completion order ---------------------------------------------------------------------------------------
+
+_M64: Final = (1 << 64) - 1
+_FEISTEL_ROUNDS: Final = 6
+
+
+def completion_order(n: int, seed: int) -> Iterator[int]:
+    """Yield a seeded pseudo-random permutation of range(n), one index at a time, in O(1) memory.
+
+    random.shuffle would need all n keys in memory. A balanced Feistel network is a bijection on
+    [0, 4**half) for any round function; re-encrypting values that land outside [0, n) ("cycle walking")
+    restricts it to a bijection on [0, n), at under 4 encryptions per index on average.
+    """
+    half = max(1, ((n - 1).bit_length() + 1) // 2)
+    mask = (1 << half) - 1
+    digest = hashlib.blake2b(f"{seed}/completion-order".encode(), digest_size=8 * _FEISTEL_ROUNDS).digest()
+    keys = [int.from_bytes(digest[8 * i : 8 * i + 8], "little") for i in range(_FEISTEL_ROUNDS)]
+
+    def encrypt(x: int) -> int:
+        left, right = x >> half, x & mask
+        for key in keys:
+            # splitmix64's finaliser: every input bit reaches the low bits kept by the mask.
+            f = ((right ^ key) * 0x9E3779B97F4A7C15) & _M64
+            f = ((f ^ (f >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+            f = ((f ^ (f >> 27)) * 0x94D049BB133111EB) & _M64
+            left, right = right, left ^ ((f ^ (f >> 31)) & mask)
+        return (left << half) | right
+
+    for i in range(n):
+        x = encrypt(i)
+        while x >= n:
+            x = encrypt(x)
+        yield x
+
+
+# --- row shapes ---------------------------------------------------------------------------------------------
+
+
+def agent_ref(name: str) -> Row:
+    return {"type": "responses_api_agents", "name": name}
+
+
+def responses_create_params(prompt: str) -> Row:
+    """The shape the agent echoes back into a rollout: every Responses-create field, unset ones as null."""
+    return {
+        "background": None,
+        "include": None,
+        "input": [{"content": prompt, "role": "user", "type": "message"}],
+        "instructions": None,
+        "max_output_tokens": None,
+        "max_tool_calls": None,
+        "metadata": None,
+        "model": None,
+        "parallel_tool_calls": None,
+        "previous_response_id": None,
+        "prompt": None,
+        "reasoning": None,
+        "service_tier": None,
+        "store": None,
+        "temperature": None,
+        "text": None,
+        "tool_choice": None,
+        "tools": [],
+        "top_logprobs": None,
+        "top_p": None,
+        "truncation": None,
+        "user": "",
+        "stream": None,
+    }
+
+
+def reasoning_item(item_id: str, summary: str) -> Row:
+    return {
+        "id": item_id,
+        "summary": [{"text": summary, "type": "summary_text"}],
+        "type": "reasoning",
+        "encrypted_content": None,
+        "content": None,
+    }
+
+
+def message_item(item_id: str, text: str) -> Row:
+    return {
+        "id": item_id,
+        "content": [{"annotations": [], "text": text, "type": "output_text", "logprobs": []}],
+        "role": "assistant",
+        "status": "completed",
+        "type": "message",
+    }
+
+
+def response_object(
+    response_id: str,
+    created_at: float,
+    output: list[Row],
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    reasoning_tokens: int,
+) -> Row:
+    """A completed Responses API response as the policy model server returns it."""
+    return {
+        "id": response_id,
+        "created_at": created_at,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "model": MODEL,
+        "object": "response",
+        "output": output,
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "background": False,
+        "max_output_tokens": None,
+        "max_tool_calls": None,
+        "previous_response_id": None,
+        "prompt": None,
+        "reasoning": {"effort": None, "generate_summary": None, "summary": None},
+        "service_tier": "default",
+        "status": "completed",
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "top_logprobs": 0,
+        "truncation": "disabled",
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": input_tokens + output_tokens,
+        },
+        "user": None,
+        "prompt_cache_key": None,
+        "safety_identifier": None,
+        "store": True,
+    }
+
+
+# --- files and command line ---------------------------------------------------------------------------------
+
+
+def write_jsonl_atomically(path: Path, rows: Iterable[Row]) -> tuple[int, int]:
+    """Write `rows` to `path` via a temporary file in the same directory; return (rows, bytes)."""
+    tmp_name = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # Not tempfile.mkstemp: its files are 0600, and these are data files others read (the umask applies).
+    fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    count = 0
+    size = 0
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
+            for row in rows:
+                line = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+                out.write(line)
+                count += 1
+                size += len(line)
+        # Same directory, so the rename is atomic: readers see the old file or the whole new one.
+        os.replace(tmp_name, path)
+    except BaseException:
+        tmp_name.unlink(missing_ok=True)
+        raise
+    return count, size
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
