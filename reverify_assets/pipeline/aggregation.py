@@ -7,6 +7,7 @@ needs them all at once, as NeMo Gym's protocol sends them.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,9 +55,12 @@ class GroupSpool:
         self.rows += 1
 
     def finish(self) -> IO[bytes]:
+        """The finished body, on a handle of its own: aiohttp closes what it uploads, and a server
+        without /aggregate_metrics means we read the rows back afterwards."""
         self.body.write(b"]}")
+        self.body.flush()
         self.body.seek(0)
-        return self.body
+        return os.fdopen(os.dup(self.body.fileno()), "rb")
 
     def read_rows(self) -> list[dict[str, Any]]:
         self.body.seek(0)
@@ -91,7 +95,8 @@ async def aggregate_spools(spools: list[GroupSpool], clients: Mapping[str, Verif
     entries = []
     for spool in spools:
         try:
-            metrics = await clients[spool.server].aggregate_metrics(spool.finish())
+            with spool.finish() as body:
+                metrics = await clients[spool.server].aggregate_metrics(body)
             if metrics is None:  # the server has no /aggregate_metrics: our own baseline statistics
                 metrics = baseline_metrics(spool.read_rows())
         finally:

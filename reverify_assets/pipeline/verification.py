@@ -17,6 +17,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.result_routing import provenance
 from reverify_assets.lib.resume_cache import resume_summary
+from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.pipeline.output_files import OutputPolicy, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
@@ -101,6 +102,8 @@ async def _verify(
         stats = await verify_plan(
             pending, pairs, clients, files, stamps, concurrency=step.concurrency, on_progress=on_progress
         )
+    if not step.policy.append:  # --append may target the user's own rollouts file: never rewrite that
+        sort_by_key(files.output)
     return VerificationResult(files, stats, modes, unsafe, plan.height - pending.height)
 
 

@@ -1,14 +1,15 @@
-"""The verify loop: every planned row to its server, results written in key order as they settle.
+"""The verify loop: every planned row to its server, each result appended as soon as it settles.
 
-Requests run concurrently (at most ``concurrency`` in flight), but lines are written in plan order
-through a bounded window, so a fresh output is sorted and a crash leaves a clean prefix of it.
+Requests leave in plan (key) order, at most ``concurrency`` in flight; results are written in the
+order they settle, whole lines only, so a crash loses nothing but rows still in flight. The caller
+sorts the finished file (see ``sorted_output``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,26 +94,31 @@ async def verify_plan(
 ) -> VerifyStats:
     stats = VerifyStats(planned=plan.height)
     slots = asyncio.Semaphore(concurrency)
-    # Twice the in-flight limit keeps the server busy while the oldest row is still outstanding,
-    # and bounds how many finished rows can wait for it.
+    # Twice the in-flight limit keeps the server busy while results are being written.
     room = asyncio.Semaphore(2 * concurrency)
-    window: deque[asyncio.Task[_Settled]] = deque()
-    arrived = asyncio.Event()
-    dispatched_all = False
+    settled_rows: asyncio.Queue[_Settled | BaseException | None] = asyncio.Queue()
+    running: set[asyncio.Task[_Settled]] = set()
+
+    def hand_over(task: asyncio.Task[_Settled]) -> None:
+        running.discard(task)
+        if not task.cancelled():
+            settled_rows.put_nowait(task.exception() or task.result())
 
     async def dispatch() -> None:
-        nonlocal dispatched_all
-        for row in plan.iter_rows(named=True):
-            key = (row["task"], row["rollout"])
-            payload = pairs.payload(
-                key, (row["input_offset"], row["input_line"]), (row["rollout_offset"], row["rollout_line"])
-            )
-            server = row["server"]
-            await room.acquire()
-            window.append(asyncio.create_task(_verify_row(clients[server], payload, key, stamps[server], slots)))
-            arrived.set()
-        dispatched_all = True
-        arrived.set()
+        try:
+            for row in plan.iter_rows(named=True):
+                key = (row["task"], row["rollout"])
+                payload = pairs.payload(
+                    key, (row["input_offset"], row["input_line"]), (row["rollout_offset"], row["rollout_line"])
+                )
+                server = row["server"]
+                await room.acquire()
+                task = asyncio.create_task(_verify_row(clients[server], payload, key, stamps[server], slots))
+                running.add(task)
+                task.add_done_callback(hand_over)
+        except Exception as exc:  # a row that cannot be read must stop the run, not hang it
+            await settled_rows.put(exc)
+        await settled_rows.put(None)
 
     producer = asyncio.create_task(dispatch())
     last_report = time.monotonic()
@@ -126,21 +132,22 @@ async def verify_plan(
             pending[Destination.SIDECAR].clear()
 
         try:
-            while True:
-                if not window:
-                    if dispatched_all:
-                        break
-                    arrived.clear()
-                    await arrived.wait()
+            dispatched_all = False
+            while not dispatched_all or stats.verified < plan.height:
+                item = await settled_rows.get()
+                if item is None:
+                    dispatched_all = True
                     continue
-                settled = await window.popleft()
+                if isinstance(item, BaseException):
+                    raise item
                 room.release()
                 stats.verified += 1
-                _count(stats, settled)
-                if settled.destination is not Destination.NOWHERE:
-                    pending[settled.destination].append(settled.line)
-                # Write as soon as the next row is not ready, so finished rows reach disk promptly.
-                if not window or not window[0].done() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
+                _count(stats, item)
+                if item.destination is not Destination.NOWHERE:
+                    pending[item.destination].append(item.line)
+                # Rows are written in the order they settle, so one slow row never holds the others back;
+                # write whenever nothing else has settled yet, so finished rows reach disk promptly.
+                if settled_rows.empty() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
                     flush()
                 if on_progress and time.monotonic() - last_report >= progress_every_s:
                     last_report = time.monotonic()
@@ -149,7 +156,7 @@ async def verify_plan(
             await producer
         finally:
             producer.cancel()
-            for task in window:
+            for task in list(running):
                 task.cancel()
     return stats
 

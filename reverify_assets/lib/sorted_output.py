@@ -1,0 +1,36 @@
+"""Putting a finished output in key order: rewritten under a temporary name, moved into place at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from reverify_assets.lib.jsonl import AtomicWriter
+from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
+
+COPY_BATCH = 1024
+
+
+def sort_by_key(path: Path) -> bool:
+    """Sort the file's lines by (task, rollout) unless they already are; True when it was rewritten.
+
+    Lines are copied byte for byte. A crash mid-way leaves the unsorted original, whole.
+    """
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    index = scan_keys(path).frame
+    if index.select(pl.struct(KEY_COLUMNS).is_sorted()).item():
+        return False
+    ordered = index.sort(KEY_COLUMNS)["offset"]
+    with open(path, "rb") as source, AtomicWriter(path) as target:
+        batch = []
+        for offset in ordered:
+            source.seek(offset)
+            line = source.readline()
+            batch.append(line if line.endswith(b"\n") else line + b"\n")
+            if len(batch) >= COPY_BATCH:
+                target.write(b"".join(batch))
+                batch.clear()
+        target.write(b"".join(batch))
+    return True
