@@ -115,24 +115,23 @@ def _metadata(result: dg.ExecuteInProcessResult, key: dg.AssetKey) -> dict[str, 
 def _describe(result: dg.ExecuteInProcessResult, rescoring: RescoringDefs) -> str:
     if not result.success:
         errors = [
-            e.event_specific_data.error.message.strip()
+            _plain(e.event_specific_data.error.message)
             for e in result.all_events
             if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
         ]
         return f"FAILED ({'; '.join(errors) or 'see the run in the UI'})"
     meta = _metadata(result, rescoring.reverified_key)
-    if not meta:
-        failed_checks = [
-            e.asset_check_evaluation_data.check_name
-            for e in result.all_events
-            if e.is_asset_check_evaluation and not e.asset_check_evaluation_data.passed
-        ]
-        return f"blocked by failed checks: {', '.join(failed_checks)}"
     mean, before = meta.get("mean reward"), meta.get("original mean reward")
     change = f", mean reward {mean:.4f}" if mean is not None else ""
     if mean is not None and before is not None:
         change += f" (stored {before:.4f}, {mean - before:+.4f})"
     return f"{meta.get('rows')} rows, {meta.get('failures')} failures{change}"
+
+
+def _plain(message: str) -> str:
+    """Dagster prefixes the exception's module path; the user needs the sentence."""
+    text = " ".join(message.split())
+    return text.split(": ", 1)[-1] if text.startswith("dagster.") else text
 
 
 def _describe_aggregate(result: dg.ExecuteInProcessResult, rescoring: RescoringDefs) -> str:

@@ -161,6 +161,7 @@ def build_rescoring(spec: RescoringSpec) -> RescoringDefs:
         )
 
     @dg.multi_asset(
+        name=f"{name}__reverify_shard",  # op names are global to the code location: one per rescoring
         group_name=name,
         partitions_def=shards,
         pool=VERIFIER_POOL,
@@ -286,7 +287,10 @@ def build_rescoring(spec: RescoringSpec) -> RescoringDefs:
         aggregate_key=aggregate_key,
         assets=[shard_payloads, reverify_shard, aggregate_metrics],
         shard_job=dg.define_asset_job(
-            f"{name}_shards_job", selection=[payloads_key, reverified_key, failures_key], partitions_def=shards
+            f"{name}_shards_job",
+            selection=[payloads_key, reverified_key, failures_key],
+            partitions_def=shards,
+            tags={"reverify/rescoring": name},
         ),
         aggregate_job=dg.define_asset_job(f"{name}_aggregate_job", selection=[aggregate_key]),
     )

@@ -1,0 +1,141 @@
+"""Sharded rescorings from the command line: shards, backfill, staleness after a verifier edit, gates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support.cli import read_jsonl, run_reverify
+from tests.support.fake_verifier import FakeVerifier
+from tests.support.project import STRICT, Project, make_project
+
+pytestmark = pytest.mark.slow
+VALID_BASE = "verifier: {config: [configs/mcqa.yaml]}\nsources: {inputs: a, rollouts: b}\noutput_dir: o\n"
+
+
+def cli(project: Project, *args: str | Path, home: Path):
+    result = run_reverify(*args, home=home, cwd=project.root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def rewards(path: Path) -> dict[tuple[int, int], float]:
+    return {(r["_ng_task_index"], r["_ng_rollout_index"]): r["reward"] for r in read_jsonl(path)}
+
+
+def test_four_shard_backfill_equals_the_unsharded_run_then_goes_stale_after_a_verifier_edit(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path), tmp_path / "home"
+    shown = cli(project, "shards", project.name, home=home)
+    assert "4 shards (4 new): main.s00000, main.s00001, main.s00002, main.s00003" in shown
+    assert "missing 4" in cli(project, "status", project.name, home=home)
+
+    first = cli(project, "backfill", project.name, home=home)
+    assert first.count(" rows, 0 failures, mean reward ") == 4 and "aggregate: 160 rows from 4 shards" in first
+    assert "materialized 4, stale 0" in cli(project, "status", project.name, home=home)
+
+    unsharded = tmp_path / "unsharded.jsonl"
+    cli(
+        project,
+        "run",
+        "--config",
+        project.root / "configs" / "mcqa.yaml",
+        "--inputs",
+        project.inputs,
+        "--rollouts",
+        project.rollouts,
+        "--output",
+        unsharded,
+        "++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed",
+        home=home,
+    )
+    [lenient_dir] = [p for p in project.results().iterdir() if p.name != "index_cache"]
+    merged = lenient_dir / "merged.jsonl"
+    assert merged.read_bytes() == unsharded.read_bytes(), "same rows, same rewards, same bytes"
+    ours = orjson.loads((lenient_dir / "merged_aggregate_metrics.json").read_bytes())
+    reference = orjson.loads(unsharded.with_name("unsharded_aggregate_metrics.json").read_bytes())
+    assert [e["key_metrics"] for e in ours] == [e["key_metrics"] for e in reference]
+
+    # A verifier edit: every shard turns stale, and a backfill of the stale ones re-scores exactly those.
+    project.write_rescoring(override=STRICT)
+    status = cli(project, "status", project.name, home=home)
+    assert "materialized 0, stale 4" in status and "stale: main.s00000 main.s00001 main.s00002 main.s00003" in status
+    second = cli(project, "backfill", project.name, "--stale", home=home)
+    assert "re-scoring 4 shards (stale)" in second
+    assert "materialized 4, stale 0" in cli(project, "status", project.name, home=home)
+    assert "re-scoring 0 shards" in cli(project, "backfill", project.name, "--stale", home=home)
+    result_dirs = sorted(p.name for p in project.results().iterdir() if p.name != "index_cache")
+    assert len(result_dirs) == 2, "the old config's results stay beside the new ones"
+    assert lenient_dir.name in result_dirs and merged.exists()
+
+
+def test_blocking_checks_keep_bad_shards_out_of_the_metrics(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path, tasks=20), tmp_path / "home"
+    # Tasks 10..19 form shard 1; one of its rollouts loses its input row: the join is incomplete.
+    rows = read_jsonl(project.inputs)
+    project.inputs.write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in rows if r["_ng_task_index"] != 12 or r["_ng_rollout_index"] != 1)
+    )
+    out = cli(project, "backfill", project.name, home=home)
+    assert "main.s00001: FAILED (1 blocking asset check failed" in out and "shard_payloads: join_complete" in out
+    assert "aggregate: 40 rows from 1 shards" in out
+    status = cli(project, "status", project.name, home=home)
+    assert "materialized 1, stale 0, failed 1" in status and "failed: main.s00001" in status
+
+
+def test_failure_rate_gate_with_a_failing_verifier(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path, tasks=20), tmp_path / "home"
+    with FakeVerifier() as server:
+        (project.root / "configs" / "fake.yaml").write_text(
+            f"fake:\n  resources_servers:\n    fake_type:\n      url: {server.url}\n"
+        )
+        # The fake verifier answers 500 for rows whose input says so: make shard 0's rows fail.
+        rows = read_jsonl(project.inputs)
+        for row in rows:
+            row["behaviour"] = "http500" if row["_ng_task_index"] < 10 else "ok"
+        project.inputs.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+        project.write_rescoring(verifier="configs/fake.yaml", override="++fake.resources_servers.fake_type.note=x")
+        out = cli(project, "backfill", project.name, home=home)
+    assert "main.s00000: FAILED (1 blocking asset check failed" in out and "failure_rate_within_limit" in out
+    assert "aggregate: 40 rows from 1 shards" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            VALID_BASE + "shard_tasks: 0\n",
+            "field `shard_tasks`: Input should be greater than or equal to 1",
+        ),
+        (
+            "verifier: {config: [configs/nope.yaml]}\nsources: {inputs: a, rollouts: b}\noutput_dir: o\n",
+            "field `verifier.config`: file not found",
+        ),
+        ("verifier: {config: [configs/mcqa.yaml]}\noutput_dir: o\n", "give exactly one of `sources`"),
+        (
+            VALID_BASE + "colour: red\n",
+            "field `colour`: Extra inputs are not permitted",
+        ),
+    ],
+)
+def test_invalid_rescoring_fails_definition_loading_naming_file_and_field(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    project = make_project(tmp_path, tasks=2)
+    project.rescoring_file.write_text(content)
+    result = run_reverify("status", project.name, home=tmp_path / "home", cwd=project.root)
+    assert result.returncode == 1
+    assert f"rescoring {project.rescoring_file}" in result.stderr and message in result.stderr
+    import subprocess
+    import sys
+
+    dagster = Path(sys.executable).with_name("dagster")
+    loaded = subprocess.run(
+        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        env={"DAGSTER_HOME": str(tmp_path), "PATH": "/usr/bin"},
+    )
+    assert loaded.returncode != 0 and message in loaded.stdout + loaded.stderr
