@@ -9,8 +9,20 @@ import orjson
 
 from reverify_assets.config.topology import ServerBlock
 
-# Fields that say where a server runs, not how it grades: moving a server must not make results stale.
-PLACEMENT_FIELDS = frozenset({"url", "port", "host"})
+# Fields that say where a server runs or how patiently it is called, not how it grades: changing them
+# must not make results stale. (A judge's base URL and model stay in: another judge is another grader.)
+PLACEMENT_FIELDS = frozenset(
+    {
+        "url",
+        "port",
+        "host",
+        "max_attempts",
+        "retry_base_wait_s",
+        "retry_max_wait_s",
+        "timeout_s",
+        "judge_endpoint_max_concurrency",
+    }
+)
 
 
 def verifier_config_hash(blocks: Iterable[ServerBlock]) -> str:
