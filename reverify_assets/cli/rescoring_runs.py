@@ -12,7 +12,7 @@ import dagster as dg
 
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
-from reverify_assets.defs.rescoring_defs import RescoringDefs
+from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
 
@@ -88,7 +88,7 @@ def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
             selection=rescoring.shard_asset_keys,
             run_config=QUIET_RUN_CONFIG,
             raise_on_error=False,
-            tags={"reverify/rescoring": rescoring.spec.name},
+            tags={RESCORING_TAG: rescoring.spec.name},
         )
     return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
 

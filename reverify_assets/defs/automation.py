@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import dagster as dg
 import orjson
+from dagster._utils.error import SerializableErrorInfo
 
-from reverify_assets.defs.rescoring_defs import RescoringDefs
+from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, shard_status
 
@@ -68,7 +69,7 @@ def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
 
 def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefinition:
     """Says which shard failed and why: in the sensor's log and in ``<output_dir>/shard_run_failures.jsonl``."""
-    by_partitions = {r.shards.name: r for r in rescorings}
+    by_name = {r.spec.name: r for r in rescorings}
 
     @dg.run_failure_sensor(
         name="reverify_shard_failures",
@@ -78,10 +79,15 @@ def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefini
     def sensor(context: dg.RunFailureSensorContext) -> None:
         run = context.dagster_run
         shard = run.tags.get("dagster/partition")
-        rescoring = next((r for r in by_partitions.values() if run.job_name == r.shard_job.name), None)
+        # Shard runs carry the rescoring's name, whether the daemon or `reverify backfill` launched them.
+        rescoring = by_name.get(run.tags.get(RESCORING_TAG, ""))
         if shard is None or rescoring is None:
             return
-        errors = [event.message or "" for event in context.get_step_failure_events()]
+        errors = [
+            _innermost(event.step_failure_data.error)
+            for event in context.get_step_failure_events()
+            if event.step_failure_data and event.step_failure_data.error
+        ]
         reason = "; ".join(e for e in errors if e) or (context.failure_event.message or "unknown")
         report = {
             "shard": shard,
@@ -97,3 +103,10 @@ def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefini
             fh.write(orjson.dumps(report) + b"\n")
 
     return sensor
+
+
+def _innermost(error: SerializableErrorInfo) -> str:
+    """Dagster wraps the step's own exception; its message is what says why the shard failed."""
+    while error.cause is not None:
+        error = error.cause
+    return " ".join(error.message.split())

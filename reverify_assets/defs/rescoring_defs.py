@@ -41,6 +41,7 @@ JOIN_COMPLETE = "join_complete"
 NO_DUPLICATE_KEYS = "no_duplicate_keys"
 FAILURE_RATE = "failure_rate_within_limit"
 ONE_CONFIG = "one_verifier_config"
+RESCORING_TAG = "reverify/rescoring"  # on every shard run, however launched
 log = logging.getLogger("reverify")
 
 
@@ -290,7 +291,7 @@ def build_rescoring(spec: RescoringSpec) -> RescoringDefs:
             f"{name}_shards_job",
             selection=[payloads_key, reverified_key, failures_key],
             partitions_def=shards,
-            tags={"reverify/rescoring": name},
+            tags={RESCORING_TAG: name},
         ),
         aggregate_job=dg.define_asset_job(f"{name}_aggregate_job", selection=[aggregate_key]),
     )
