@@ -19,6 +19,7 @@ def add_rescoring_parsers(commands: Any) -> None:
         parser = commands.add_parser(name, help=help_text)
         parser.add_argument("rescoring", help="a file name (without .yaml) in configs/rescorings/")
         parser.add_argument("--project", default=".", help="the project root holding configs/ (default: .)")
+        parser.add_argument("--variant", action="append", help="only this verifier variant (repeatable)")
         return parser
 
     rescoring_parser("shards", "find the shards of a rescoring's rollout files and register them")
@@ -37,21 +38,25 @@ def rescoring_command(args: argparse.Namespace) -> None:
     if args.command == "ui":
         ui_command(Path(args.project), args.port)
         return
+    from reverify_assets.cli import rescoring_runs
     from reverify_assets.defs.rescoring_defs import build_rescoring
     from reverify_assets.rescoring.spec import find_rescoring
 
-    rescoring = build_rescoring(find_rescoring(Path(args.project).resolve(), args.rescoring))
-    from reverify_assets.cli import rescoring_runs
-
+    spec = find_rescoring(Path(args.project).resolve(), args.rescoring)
+    unknown = sorted(set(args.variant or []) - set(spec.variants))
+    if unknown:
+        raise UsageError(f"rescoring {spec.name!r} has no variant {unknown} (its variants: {sorted(spec.variants)})")
+    variants = [build_rescoring(spec, v) for v in spec.variant_names if not args.variant or v in args.variant]
     if args.command == "shards":
-        rescoring_runs.register_shards(rescoring)
+        rescoring_runs.register_shards(variants[0])
     elif args.command == "status":
-        rescoring_runs.print_status(rescoring)
+        for rescoring in variants:
+            rescoring_runs.print_status(rescoring)
     else:
         states = [state for flag, state in STATE_FLAGS.items() if getattr(args, flag)] or list(STATE_FLAGS.values())
         if args.parallel < 1:
             raise UsageError(f"--parallel must be at least 1, got {args.parallel}")
-        rescoring_runs.backfill(rescoring, states, aggregate=not args.no_aggregate, parallel=args.parallel)
+        rescoring_runs.backfill(variants, states, aggregate=not args.no_aggregate, parallel=args.parallel)
 
 
 def ui_command(project: Path, port: int) -> None:

@@ -40,7 +40,7 @@ def current_status(rescoring: RescoringDefs, instance: dg.DagsterInstance) -> Sh
 def print_status(rescoring: RescoringDefs) -> None:
     with _instance() as instance:
         status = current_status(rescoring, instance)
-    print(f"{rescoring.spec.name}: {len(status.registered)} shards, verifier config {status.code_version}")
+    print(f"{rescoring.label}: {len(status.registered)} shards, verifier config {status.code_version}")
     print("  " + ", ".join(f"{state.value} {len(status.by_state[state])}" for state in ShardState))
     for state in (ShardState.STALE, ShardState.FAILED, ShardState.MISSING, ShardState.RUNNING):
         if status.by_state[state]:
@@ -49,33 +49,37 @@ def print_status(rescoring: RescoringDefs) -> None:
         print(f"  no shards registered yet: run `reverify shards {rescoring.spec.name}`")
 
 
-def backfill(rescoring: RescoringDefs, states: Sequence[ShardState], *, aggregate: bool, parallel: int = 1) -> None:
-    """One run per shard (``parallel`` at a time, each in its own process), then the aggregate."""
-    register_shards(rescoring)
-    with _instance() as instance:
-        todo = current_status(rescoring, instance).needing_work(*states)
-    print(f"{rescoring.spec.name}: re-scoring {len(todo)} shards ({', '.join(s.value for s in states)})")
-    if parallel > 1 and len(todo) > 1:
-        spawn = multiprocessing.get_context("spawn")  # Dagster's threads do not survive a fork
-        with ProcessPoolExecutor(max_workers=parallel, mp_context=spawn) as pool:
-            outcomes = list(pool.map(_shard_in_worker, [(rescoring.spec.root, rescoring.spec.name, k) for k in todo]))
-    else:
-        outcomes = [rescore_shard(rescoring, key) for key in todo]
-    for key, (_, described) in zip(todo, outcomes, strict=True):
-        print(f"  {key}: {described}")
-    failed = [key for key, (ok, _) in zip(todo, outcomes, strict=True) if not ok]
-    if aggregate:
+def backfill(
+    variants: Sequence[RescoringDefs], states: Sequence[ShardState], *, aggregate: bool, parallel: int = 1
+) -> None:
+    """Per variant: one run per shard (``parallel`` at a time, each in its own process), then the aggregate."""
+    register_shards(variants[0])
+    for rescoring in variants:
         with _instance() as instance:
-            result = dg.materialize(
-                rescoring.assets,
-                instance=instance,
-                selection=[rescoring.aggregate_key],
-                run_config=QUIET_RUN_CONFIG,
-                raise_on_error=False,
-            )
-        print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
-    if failed:
-        print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")
+            todo = current_status(rescoring, instance).needing_work(*states)
+        print(f"{rescoring.label}: re-scoring {len(todo)} shards ({', '.join(s.value for s in states)})")
+        if parallel > 1 and len(todo) > 1:
+            spawn = multiprocessing.get_context("spawn")  # Dagster's threads do not survive a fork
+            jobs = [(rescoring.spec.root, rescoring.spec.name, rescoring.variant, key) for key in todo]
+            with ProcessPoolExecutor(max_workers=parallel, mp_context=spawn) as pool:
+                outcomes = list(pool.map(_shard_in_worker, jobs))
+        else:
+            outcomes = [rescore_shard(rescoring, key) for key in todo]
+        for key, (_, described) in zip(todo, outcomes, strict=True):
+            print(f"  {key}: {described}")
+        failed = [key for key, (ok, _) in zip(todo, outcomes, strict=True) if not ok]
+        if aggregate:
+            with _instance() as instance:
+                result = dg.materialize(
+                    rescoring.assets,
+                    instance=instance,
+                    selection=[rescoring.aggregate_key],
+                    run_config=QUIET_RUN_CONFIG,
+                    raise_on_error=False,
+                )
+            print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
+        if failed:
+            print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")
 
 
 def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
@@ -88,17 +92,17 @@ def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
             selection=rescoring.shard_asset_keys,
             run_config=QUIET_RUN_CONFIG,
             raise_on_error=False,
-            tags={RESCORING_TAG: rescoring.spec.name},
+            tags={RESCORING_TAG: rescoring.label},
         )
     return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
 
 
-def _shard_in_worker(job: tuple[Path, str, str]) -> tuple[bool, str]:
+def _shard_in_worker(job: tuple[Path, str, str | None, str]) -> tuple[bool, str]:
     from reverify_assets.defs.rescoring_defs import build_rescoring
     from reverify_assets.rescoring.spec import find_rescoring
 
-    root, name, key = job
-    return rescore_shard(build_rescoring(find_rescoring(root, name)), key)
+    root, name, variant, key = job
+    return rescore_shard(build_rescoring(find_rescoring(root, name), variant), key)
 
 
 def _materialized(result: dg.ExecuteInProcessResult, key: dg.AssetKey) -> bool:

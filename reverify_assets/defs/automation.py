@@ -16,26 +16,33 @@ from reverify_assets.rescoring.status import ShardState, shard_status
 FAILURE_REPORT = "shard_run_failures.jsonl"
 
 
-def new_rollouts_sensor(rescoring: RescoringDefs, *, interval_s: int = 60) -> dg.SensorDefinition:
-    """Registers the shards of rollout files that appeared, and asks for one run per new shard."""
+def new_rollouts_sensor(variants: Sequence[RescoringDefs], *, interval_s: int = 60) -> dg.SensorDefinition:
+    """Registers the shards of rollout files that appeared, and asks for one run per new shard and variant."""
+    first = variants[0]
 
     @dg.sensor(
-        name=f"{rescoring.spec.name}_new_rollouts",
-        job=rescoring.shard_job,
+        name=f"{first.spec.name}_new_rollouts",
+        jobs=[variant.shard_job for variant in variants],
         minimum_interval_seconds=interval_s,
         description="Finds new NeMo Gym rollout files of this rescoring and registers their shards.",
     )
     def sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        known = set(context.instance.get_dynamic_partitions(rescoring.shards.name))
-        found = discover_shard_keys(rescoring.spec, rescoring.layout.index_cache)
+        known = set(context.instance.get_dynamic_partitions(first.shards.name))
+        found = discover_shard_keys(first.spec, first.layout.index_cache)
         new = [key for key in found if key not in known]
         if not new:
             return dg.SkipReason(f"no new shards ({len(known)} registered)")
         return dg.SensorResult(
             run_requests=[
-                dg.RunRequest(partition_key=key, run_key=f"{key}:{rescoring.setup.config_hash}") for key in new
+                dg.RunRequest(
+                    partition_key=key,
+                    job_name=variant.shard_job.name,
+                    run_key=f"{variant.label}:{key}:{variant.setup.config_hash}",
+                )
+                for variant in variants
+                for key in new
             ],
-            dynamic_partitions_requests=[rescoring.shards.build_add_request(new)],
+            dynamic_partitions_requests=[first.shards.build_add_request(new)],
         )
 
     return sensor
@@ -48,7 +55,7 @@ def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
         return None
 
     @dg.schedule(
-        name=f"{rescoring.spec.name}_rescore",
+        name=f"{rescoring.label}_rescore",
         cron_schedule=schedule_spec.cron,
         execution_timezone=schedule_spec.timezone,
         job=rescoring.shard_job,
@@ -69,7 +76,7 @@ def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
 
 def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefinition:
     """Says which shard failed and why: in the sensor's log and in ``<output_dir>/shard_run_failures.jsonl``."""
-    by_name = {r.spec.name: r for r in rescorings}
+    by_label = {r.label: r for r in rescorings}
 
     @dg.run_failure_sensor(
         name="reverify_shard_failures",
@@ -80,7 +87,7 @@ def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefini
         run = context.dagster_run
         shard = run.tags.get("dagster/partition")
         # Shard runs carry the rescoring's name, whether the daemon or `reverify backfill` launched them.
-        rescoring = by_name.get(run.tags.get(RESCORING_TAG, ""))
+        rescoring = by_label.get(run.tags.get(RESCORING_TAG, ""))
         if shard is None or rescoring is None:
             return
         errors = [
@@ -96,7 +103,7 @@ def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefini
             "error": reason,
             "at": time.time(),
         }
-        context.log.error(f"shard {shard} of {rescoring.spec.name} failed in run {run.run_id}: {reason}")
+        context.log.error(f"shard {shard} of {rescoring.label} failed in run {run.run_id}: {reason}")
         path = rescoring.spec.outputs / FAILURE_REPORT
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "ab") as fh:  # one whole line per failure, appended

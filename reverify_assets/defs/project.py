@@ -8,25 +8,27 @@ import dagster as dg
 
 from reverify_assets.defs.assets import ALL_ASSETS
 from reverify_assets.defs.automation import new_rollouts_sensor, rescore_schedule, shard_failure_sensor
-from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring
+from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.rescoring.spec import load_rescorings
 
 SAMPLE = Path("samples") / "mcqa"
 
 
-def build_rescorings(root: Path) -> list[RescoringDefs]:
-    return [build_rescoring(spec) for spec in load_rescorings(root)]
+def build_rescorings(root: Path) -> list[list[RescoringDefs]]:
+    """Per rescoring file, its variants (one when it names none)."""
+    return [build_rescoring_variants(spec) for spec in load_rescorings(root)]
 
 
 def build_definitions(root: Path) -> dg.Definitions:
-    rescorings = build_rescorings(root)
+    per_file = build_rescorings(root)
+    rescorings = [variant for variants in per_file for variant in variants]
     schedules = [s for r in rescorings if (s := rescore_schedule(r)) is not None]
     return dg.Definitions(
         assets=[*ALL_ASSETS, *(asset for r in rescorings for asset in r.assets)],
         jobs=[job for r in rescorings for job in (r.shard_job, r.aggregate_job)],
         schedules=schedules,
-        sensors=[*(new_rollouts_sensor(r) for r in rescorings), shard_failure_sensor(rescorings)],
+        sensors=[*(new_rollouts_sensor(variants) for variants in per_file), shard_failure_sensor(rescorings)],
         resources={
             # Materializing the `reverify` group from the UI re-scores the bundled sample into results/ui/;
             # the CLI runs the same assets with its own paths.

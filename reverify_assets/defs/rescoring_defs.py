@@ -51,10 +51,12 @@ class RescoringLayout:
 
     spec: RescoringSpec
     config_hash: str
+    variant: str | None = None
 
     @property
     def results(self) -> Path:
-        return self.spec.outputs / self.config_hash
+        variant_dir = self.spec.outputs / self.variant if self.variant else self.spec.outputs
+        return variant_dir / self.config_hash
 
     def shard_output(self, shard: str) -> Path:
         return self.results / "shards" / f"{shard}.jsonl"
@@ -74,6 +76,8 @@ class RescoringLayout:
 @dataclass(frozen=True)
 class RescoringDefs:
     spec: RescoringSpec
+    variant: str | None
+    label: str  # the rescoring's name, or <name>__<variant>: names its group, op, jobs and schedule
     setup: VerifierSetup
     layout: RescoringLayout
     shards: dg.DynamicPartitionsDefinition
@@ -90,13 +94,19 @@ class RescoringDefs:
         return [self.payloads_key, self.reverified_key, self.failures_key]
 
 
-def build_rescoring(spec: RescoringSpec) -> RescoringDefs:
-    setup = load_verifier_setup(spec.config_paths, spec.verifier.overrides)
-    layout = RescoringLayout(spec, setup.config_hash)
-    name = spec.name
-    shards = dg.DynamicPartitionsDefinition(name=f"{name}_shards")
-    payloads_key, reverified_key = dg.AssetKey([name, "shard_payloads"]), dg.AssetKey([name, "reverified_shard"])
-    failures_key, aggregate_key = dg.AssetKey([name, "shard_failures"]), dg.AssetKey([name, "aggregate_metrics"])
+def build_rescoring_variants(spec: RescoringSpec) -> list[RescoringDefs]:
+    """One asset group per verifier variant, all on the same shards."""
+    return [build_rescoring(spec, variant) for variant in spec.variant_names]
+
+
+def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> RescoringDefs:
+    setup = load_verifier_setup(*spec.verifier_of(variant))
+    layout = RescoringLayout(spec, setup.config_hash, variant)
+    name = spec.name if variant is None else f"{spec.name}__{variant}"
+    prefix = [spec.name] if variant is None else [spec.name, variant]
+    shards = dg.DynamicPartitionsDefinition(name=f"{spec.name}_shards")  # shared by every variant
+    payloads_key, reverified_key = dg.AssetKey([*prefix, "shard_payloads"]), dg.AssetKey([*prefix, "reverified_shard"])
+    failures_key, aggregate_key = dg.AssetKey([*prefix, "shard_failures"]), dg.AssetKey([*prefix, "aggregate_metrics"])
 
     @dg.asset(
         key=payloads_key,
@@ -279,6 +289,8 @@ def build_rescoring(spec: RescoringSpec) -> RescoringDefs:
 
     return RescoringDefs(
         spec=spec,
+        variant=variant,
+        label=name,
         setup=setup,
         layout=layout,
         shards=shards,

@@ -10,6 +10,9 @@ Example::
       inputs: samples/mcqa/rollouts_materialized_inputs.jsonl
       rollouts: samples/mcqa/rollouts.jsonl
     # watch: {folder: incoming/mcqa}   ... or a folder whose */rollouts.jsonl are discovered
+    variants:                      # optional: several verifiers on the same shards, one asset group each
+      strict: {overrides: ["++mcqa.resources_servers.mcqa.grading_mode=strict_single_letter_boxed"]}
+      lenient: {overrides: ["++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"]}
     shard_tasks: 25                # tasks per shard; every rollout of a task lands in the same shard
     output_dir: results/rescorings/mcqa_sample
     max_failure_rate: 0.05         # a shard with more failures than this is blocked from the metrics
@@ -52,6 +55,13 @@ class WatchedFolder(_Strict):
     pattern: str = Field(default="*/rollouts.jsonl", description="rollouts files; inputs sit beside each")
 
 
+class Variant(_Strict):
+    """A verifier variant: its config files come after the rescoring's, its overrides after its overrides."""
+
+    config: list[str] = Field(default_factory=list)
+    overrides: list[str] = Field(default_factory=list)
+
+
 class Schedule(_Strict):
     cron: str
     timezone: str = "UTC"
@@ -63,6 +73,7 @@ class RescoringSpec(_Strict):
     verifier: VerifierRef
     sources: FixedSources | None = None
     watch: WatchedFolder | None = None
+    variants: dict[str, Variant] = Field(default_factory=dict)
     shard_tasks: int = Field(default=2500, ge=1)
     output_dir: str
     concurrency: int = Field(default=64, ge=1)
@@ -76,6 +87,9 @@ class RescoringSpec(_Strict):
             raise ValueError("give exactly one of `sources` (inputs + rollouts) or `watch` (a folder)")
         if not NAME_PATTERN.match(self.name):
             raise ValueError(f"the file name {self.name!r} must be a Python-style identifier (it names assets)")
+        for variant in self.variants:
+            if not NAME_PATTERN.match(variant):
+                raise ValueError(f"variant name {variant!r} must be a Python-style identifier (it names assets)")
         return self
 
     def path(self, relative: str) -> Path:
@@ -85,6 +99,16 @@ class RescoringSpec(_Strict):
     @property
     def config_paths(self) -> list[Path]:
         return [self.path(p) for p in self.verifier.config]
+
+    @property
+    def variant_names(self) -> list[str | None]:
+        """None stands for the rescoring's own verifier when it names no variants."""
+        return list(self.variants) or [None]
+
+    def verifier_of(self, variant: str | None) -> tuple[list[Path], list[str]]:
+        """The config files and overrides of one variant (or of the rescoring itself)."""
+        extra = self.variants[variant] if variant is not None else Variant()
+        return self.config_paths + [self.path(p) for p in extra.config], self.verifier.overrides + extra.overrides
 
     @property
     def outputs(self) -> Path:
@@ -105,6 +129,10 @@ def load_rescoring(path: Path, root: Path) -> RescoringSpec:
     for config in spec.config_paths:
         if not config.is_file():
             raise ReverifyError(f"rescoring {path}: field `verifier.config`: file not found: {config}")
+    for name, variant in spec.variants.items():
+        for config in (spec.path(p) for p in variant.config):
+            if not config.is_file():
+                raise ReverifyError(f"rescoring {path}: field `variants.{name}.config`: file not found: {config}")
     return spec
 
 

@@ -139,3 +139,24 @@ def test_invalid_rescoring_fails_definition_loading_naming_file_and_field(
         env={"DAGSTER_HOME": str(tmp_path), "PATH": "/usr/bin"},
     )
     assert loaded.returncode != 0 and message in loaded.stdout + loaded.stderr
+
+
+def test_variants_are_groups_on_the_same_shards(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path, tasks=20), tmp_path / "home"
+    project.write_rescoring(
+        extra="variants:\n"
+        f'  strict: {{overrides: ["{STRICT}"]}}\n'
+        '  lenient: {overrides: ["++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"]}\n'
+    )
+    out = cli(project, "backfill", project.name, "--parallel", "2", home=home)
+    assert "bench__strict: re-scoring 2 shards" in out and "bench__lenient: re-scoring 2 shards" in out
+    assert out.count("aggregate: 80 rows from 2 shards") == 2
+    status = cli(project, "status", project.name, "--variant", "strict", home=home)
+    assert "bench__strict: 2 shards" in status and "materialized 2" in status and "lenient" not in status
+    means = {}
+    for variant in ("strict", "lenient"):
+        [merged] = (project.results() / variant).glob("*/merged.jsonl")
+        means[variant] = sum(rewards(merged).values()) / 80
+    assert means["lenient"] > means["strict"]
+    bad = run_reverify("status", project.name, "--variant", "fuzzy", home=home, cwd=project.root)
+    assert bad.returncode == 2 and "has no variant ['fuzzy']" in bad.stderr

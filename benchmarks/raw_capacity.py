@@ -1,0 +1,149 @@
+"""The verifier's raw capacity: rows/s one built-in server sustains for a client that does nothing else.
+
+`reverify serve` runs the server in the foreground; a minimal aiohttp client POSTs ready-made ``/verify``
+bodies to it with a fixed number in flight. The bodies are the exact bytes ``reverify run`` sends (the same
+join, ``build_verify_payload`` and ``orjson.dumps``), built before the clock starts, so the figure is the
+ceiling the pipeline's own reading, joining and writing could at best reach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import orjson
+from process_memory import TreeReport, TreeSampler, tree_cpu_seconds
+
+from reverify_assets.lib.payload import build_verify_payload
+
+__all__ = ["RawCapacity", "ServeProcess", "build_payloads", "measure_raw_capacity"]
+
+LISTENING = re.compile(r"listening on (http://\S+)")
+JSON_HEADERS = {"Content-Type": "application/json"}
+# Enough requests to open every pooled connection and settle the server's allocator before timing.
+WARMUP_ROWS = 1000
+
+Key = tuple[int, int]
+
+
+@dataclass
+class RawCapacity:
+    rows: int
+    seconds: float
+    concurrency: int
+    failures: int  # non-200 answers: the figure is meaningless if there are any
+    client_cpu_s: float  # this process's CPU time in the timed part: a busy client would cap the figure
+    server_cpu_s: float  # the server tree's CPU time in the timed part
+    memory: TreeReport | None = None
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+def build_payloads(inputs: Path, rollouts: Path, count: int) -> list[bytes]:
+    """``/verify`` bodies of the first ``count`` rows of ``rollouts``, joined with their input rows by key."""
+    wanted: dict[Key, dict] = {}
+    with rollouts.open("rb") as fh:
+        for line in fh:
+            row = orjson.loads(line)
+            wanted[(row["_ng_task_index"], row["_ng_rollout_index"])] = row
+            if len(wanted) >= count:
+                break
+    bodies: list[bytes] = []
+    with inputs.open("rb") as fh:
+        for line in fh:
+            # Only the key is needed to decide; a cheap pre-check would save little next to orjson.
+            row = orjson.loads(line)
+            key = (row["_ng_task_index"], row["_ng_rollout_index"])
+            rollout = wanted.pop(key, None)
+            if rollout is not None:
+                bodies.append(orjson.dumps(build_verify_payload(row, rollout, key)))
+                if not wanted:
+                    break
+    if wanted:
+        raise RuntimeError(f"{len(wanted)} rollouts of {rollouts} have no input row in {inputs}")
+    return bodies
+
+
+class ServeProcess:
+    """`reverify serve --config …` in the foreground; its first stdout line names the URL."""
+
+    def __init__(self, command: Sequence[str], log: Path, env: dict[str, str]) -> None:
+        with log.open("w") as err:
+            self.process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        self.log = log
+        assert self.process.stdout is not None  # stdout=PIPE always gives one
+        first = self.process.stdout.readline()  # EOF (a failed start) ends the wait too
+        found = LISTENING.search(first)
+        if found is None:
+            self.stop()
+            raise RuntimeError(f"`{' '.join(command)}` did not start: {first!r} {log.read_text()[-2000:]}")
+        self.url = found.group(1)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # its clean shutdown path, as Ctrl-C
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdout:
+            self.process.stdout.close()
+
+
+async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int, offset: int = 0) -> int:
+    """POST ``rows`` bodies (cycling through ``bodies``) with ``concurrency`` in flight; the count of non-200s."""
+    verify_url = f"{url}/verify"
+    next_row = 0
+    failures = 0
+    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal next_row, failures
+            while next_row < rows:
+                index = offset + next_row
+                next_row += 1
+                async with session.post(verify_url, data=bodies[index % len(bodies)], headers=JSON_HEADERS) as reply:
+                    await reply.read()  # the whole answer, as any client must; not parsed: that is the client's cost
+                    failures += reply.status != 200
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return failures
+
+
+async def _warm_then_time(url: str, bodies: Sequence[bytes], rows: int, concurrency: int, server_pid: int) -> RawCapacity:
+    await _drive(url, bodies, min(WARMUP_ROWS, rows), concurrency)
+    server_cpu = tree_cpu_seconds(server_pid)
+    client_cpu = time.process_time()
+    started = time.perf_counter()
+    failures = await _drive(url, bodies, rows, concurrency)
+    seconds = time.perf_counter() - started
+    return RawCapacity(
+        rows=rows,
+        seconds=seconds,
+        concurrency=concurrency,
+        failures=failures,
+        client_cpu_s=time.process_time() - client_cpu,
+        server_cpu_s=tree_cpu_seconds(server_pid) - server_cpu,
+    )
+
+
+def measure_raw_capacity(server: ServeProcess, bodies: Sequence[bytes], rows: int, concurrency: int) -> RawCapacity:
+    with TreeSampler(server.pid) as sampler:
+        result = asyncio.run(_warm_then_time(server.url, bodies, rows, concurrency, server.pid))
+    result.memory = sampler.report()
+    return result
