@@ -5,7 +5,9 @@ Writes the pair `gym eval run` leaves behind for the `mcqa` environment (docs/ne
 order. Row shapes and key order copy real NeMo Gym files (tests/data/conformance/mcqa). The answers come in
 the many formats real models produce, so the grading modes disagree and re-verification changes rewards.
 Each rollout stores the reward the original verifier gave it (its row's own `grading_mode`), computed with
-`reverify_assets.servers.mcqa.grading`, exactly as `gym eval run` would have stored it.
+`reverify_assets.servers.mcqa.grading`, exactly as `gym eval run` would have stored it. The seeded draws,
+the completion order, the environment-independent row shapes and the file writer come from
+`reverify_assets.synthetic.nemo_gym_rows`, shared with the other generators.
 
 Every row is a pure function of the spec and its `(task index, rollout index)` key, so both files are
 streamed: memory is constant in the number of rows (the generator is asked for millions), and the output
@@ -17,9 +19,6 @@ is byte-identical for a given seed.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
-import secrets
 import sys
 import time
 import uuid
@@ -27,11 +26,28 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from random import Random
-from typing import Any, Final, TypeVar
-
-import orjson
+from typing import Final
 
 from reverify_assets.servers.mcqa import grading
+from reverify_assets.synthetic.nemo_gym_rows import (
+    CHAT_TEMPLATE_TOKENS,
+    EPOCH,
+    RESULT_TYPE,
+    Row,
+    agent_ref,
+    approx_tokens,
+    between,
+    completion_order,
+    derived_seed,
+    distinct,
+    message_item,
+    pick,
+    positive_int,
+    reasoning_item,
+    response_object,
+    responses_create_params,
+    write_jsonl_atomically,
+)
 
 __all__ = [
     "INPUTS_FILE_NAME",
@@ -45,9 +61,6 @@ __all__ = [
 
 INPUTS_FILE_NAME: Final = "rollouts_materialized_inputs.jsonl"
 ROLLOUTS_FILE_NAME: Final = "rollouts.jsonl"
-
-Row = dict[str, Any]
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -70,12 +83,8 @@ class SyntheticSpec:
 
 # --- constants ----------------------------------------------------------------------------------------------
 
-# Names as they appear in real NeMo Gym mcqa output.
-_MODEL: Final = "synthetic-policy-1"
+# The name real NeMo Gym mcqa output gives its environment server.
 _ENVIRONMENT_SERVER: Final = "mcqa_environment_server"
-_RESULT_TYPE: Final = "legacy_agent"
-# Created-at timestamps start here (Oct 2025, like the conformance files) so runs look like one session.
-_EPOCH: Final = 1_760_000_000.0
 _LETTERS: Final = "ABCDEFGHIJ"
 
 # The mcqa dataset's own instruction (strict rows), and a second style of benchmark prompt (lenient rows).
@@ -86,8 +95,6 @@ _LENIENT_INSTRUCTION: Final = (
     "Answer the following multiple choice question. Think step by step, then put your final answer "
     "inside \\boxed{}.\n\n"
 )
-# Tokens a chat template adds around the user turn; usage counts them, the stored prompt does not show them.
-_CHAT_TEMPLATE_TOKENS: Final = 14
 
 # Option counts of public benchmarks: 4 (MMLU, GPQA) and 10 (MMLU-Pro) dominate, the rest are rarer.
 _OPTION_COUNTS: Final = (4, 5, 6, 7, 8, 9, 10)
@@ -249,43 +256,20 @@ class _Task:
     skill: float
 
 
-# Draw helpers. random.choice/sample/randint go through a getrandbits rejection loop (about 1 µs per draw,
-# most of the generator's time); scaling one random() float is several times faster, and its bias (below
-# 2**-50) does not matter for synthetic data. They also only use random(), whose output is fixed per seed.
-def _pick(rng: Random, seq: Sequence[T]) -> T:
-    return seq[int(rng.random() * len(seq))]
-
-
-def _distinct(rng: Random, seq: Sequence[T], k: int) -> list[T]:
-    pool = list(seq)
-    return [pool.pop(int(rng.random() * len(pool))) for _ in range(k)]
-
-
-def _between(rng: Random, low: int, high: int) -> int:
-    """A uniform integer in [low, high], both included."""
-    return low + int(rng.random() * (high - low + 1))
-
-
-def _derived_seed(*parts: object) -> int:
-    # blake2b, not hash(): Python salts str hashes per process, and the files must be byte-identical.
-    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
-
-
 def _make_options(rng: Random, nouns: tuple[str, ...], count: int) -> tuple[str, ...]:
     texts: list[str] = []
     normalised: list[str] = []
     attempt = 0
     while len(texts) < count:
-        x, y, z = _distinct(rng, nouns, 3)
-        text = _pick(rng, _OPTION_TEMPLATES).format(
+        x, y, z = distinct(rng, nouns, 3)
+        text = pick(rng, _OPTION_TEMPLATES).format(
             x=x,
             y=y,
-            verb=_pick(rng, _VERBS),
-            plural_verb=_pick(rng, _PLURAL_VERBS),
-            role=_pick(rng, _ROLES),
-            adj=_pick(rng, _ADJECTIVES),
-        ) + _pick(rng, _OPTION_DETAILS).format(z=z)
+            verb=pick(rng, _VERBS),
+            plural_verb=pick(rng, _PLURAL_VERBS),
+            role=pick(rng, _ROLES),
+            adj=pick(rng, _ADJECTIVES),
+        ) + pick(rng, _OPTION_DETAILS).format(z=z)
         attempt += 1
         if attempt > 30:
             # Vanishingly rare, but the loop must end whatever the draws: a numbered clause is always new.
@@ -301,10 +285,10 @@ def _make_options(rng: Random, nouns: tuple[str, ...], count: int) -> tuple[str,
 
 
 def _make_task(seed: int, index: int) -> _Task:
-    rng = Random(_derived_seed(seed, "task", index))
-    domain, nouns = _pick(rng, _DOMAINS)
-    a, b, c = _distinct(rng, nouns, 3)
-    question = _pick(rng, _QUESTION_TEMPLATES).format(domain=domain, a=a, b=b, c=c, verb=_pick(rng, _VERBS))
+    rng = Random(derived_seed(seed, "task", index))
+    domain, nouns = pick(rng, _DOMAINS)
+    a, b, c = distinct(rng, nouns, 3)
+    question = pick(rng, _QUESTION_TEMPLATES).format(domain=domain, a=a, b=b, c=c, verb=pick(rng, _VERBS))
     count = rng.choices(_OPTION_COUNTS, cum_weights=_OPTION_COUNT_CUM_WEIGHTS)[0]
     texts = _make_options(rng, nouns, count)
     options = tuple(zip(_LETTERS, texts, strict=False))
@@ -322,7 +306,7 @@ def _make_task(seed: int, index: int) -> _Task:
         nouns=(a, b, c),
         prompt=prompt,
         options=options,
-        expected_answer=_pick(rng, options)[0],
+        expected_answer=pick(rng, options)[0],
         grading_mode="lenient_boxed" if lenient else grading.DEFAULT_ROW_GRADING_MODE,
         skill=skill,
     )
@@ -331,18 +315,13 @@ def _make_task(seed: int, index: int) -> _Task:
 # --- per-rollout content ------------------------------------------------------------------------------------
 
 
-def _approx_tokens(text: str) -> int:
-    # About four characters per token for English prose with BPE tokenizers.
-    return (len(text) + 3) // 4
-
-
 def _filler(rng: Random, task: _Task, sentences: int) -> str:
     a, b, c = task.nouns
     letters = [k for k, _ in task.options]
     out: list[str] = []
     # Without replacement: a model rarely repeats a sentence word for word.
-    for template in _distinct(rng, _FILLER, min(sentences, len(_FILLER))):
-        x, y = _distinct(rng, letters, 2)
+    for template in distinct(rng, _FILLER, min(sentences, len(_FILLER))):
+        x, y = distinct(rng, letters, 2)
         out.append(template.format(a=a, b=b, c=c, x=x, y=y, domain=task.domain))
     return " ".join(out)
 
@@ -352,14 +331,14 @@ def _pick_letter(rng: Random, task: _Task) -> str:
         return task.expected_answer
     if len(task.options) < len(_LETTERS) and rng.random() < _OUT_OF_RANGE_SHARE:
         return _LETTERS[len(task.options)]
-    return _pick(rng, [k for k, _ in task.options if k != task.expected_answer])
+    return pick(rng, [k for k, _ in task.options if k != task.expected_answer])
 
 
 def _render_answer(rng: Random, task: _Task, fmt: str, letter: str) -> str:
     """The closing part of the message for answer `letter` in format `fmt` (after the reasoning prose)."""
     option_text = dict(task.options).get(letter, "none of the listed options")
-    other = _pick(rng, [k for k, _ in task.options if k != letter])
-    lead = _pick(rng, _LEAD_INS)
+    other = pick(rng, [k for k, _ in task.options if k != letter])
+    lead = pick(rng, _LEAD_INS)
     renderers: dict[str, Callable[[], str]] = {
         "boxed": lambda: f"{lead}\\boxed{{{letter}}}",
         "boxed_paren": lambda: f"{lead}\\boxed{{({letter})}}",
@@ -373,7 +352,7 @@ def _render_answer(rng: Random, task: _Task, fmt: str, letter: str) -> str:
         "boxed_sentence_option_text": lambda: f"\\boxed{{\\text{{The correct option is: {option_text}}}}}",
         "boxed_paren_letter_text": lambda: f"{lead}\\boxed{{({letter}) {option_text}}}",
         "boxed_lowercase": lambda: f"{lead}\\boxed{{{letter.lower()}}}",
-        "boxed_or": lambda: "\\boxed{{{} or {}}}".format(*_distinct(rng, (letter, other), 2)),
+        "boxed_or": lambda: "\\boxed{{{} or {}}}".format(*distinct(rng, (letter, other), 2)),
         "answer_colon": lambda: f"Answer: {letter}",
         "answer_colon_bold": lambda: f"**Answer: {letter}**",
         "answer_colon_dollar": lambda: f"Answer: ${letter}$",
@@ -387,7 +366,7 @@ def _render_answer(rng: Random, task: _Task, fmt: str, letter: str) -> str:
 
 
 def _make_response(seed: int, task: _Task, rollout: int, dispatch_index: int) -> Row:
-    rng = Random(_derived_seed(seed, "rollout", task.index, rollout))
+    rng = Random(derived_seed(seed, "rollout", task.index, rollout))
     fmt = rng.choices(_FORMAT_NAMES, cum_weights=_FORMAT_CUM_WEIGHTS)[0]
     letter = _pick_letter(rng, task)
     has_reasoning = rng.random() < _REASONING_SHARE
@@ -396,118 +375,39 @@ def _make_response(seed: int, task: _Task, rollout: int, dispatch_index: int) ->
     output: list[Row] = []
     reasoning_tokens = 0
     if has_reasoning:
-        title = _pick(rng, _REASONING_TITLES).format(a=task.nouns[0], b=task.nouns[1], domain=task.domain)
-        summary = title + "\n\n" + _filler(rng, task, _between(rng, 3, 7))
+        title = pick(rng, _REASONING_TITLES).format(a=task.nouns[0], b=task.nouns[1], domain=task.domain)
+        summary = title + "\n\n" + _filler(rng, task, between(rng, 3, 7))
         # The summary is a digest: the hidden chain of thought it stands for is several times longer.
-        reasoning_tokens = _approx_tokens(summary) * _between(rng, 3, 8)
-        output.append(
-            {
-                "id": f"rs_{rng.getrandbits(192):048x}",
-                "summary": [{"text": summary, "type": "summary_text"}],
-                "type": "reasoning",
-                "encrypted_content": None,
-                "content": None,
-            }
-        )
+        reasoning_tokens = approx_tokens(summary) * between(rng, 3, 8)
+        output.append(reasoning_item(f"rs_{rng.getrandbits(192):048x}", summary))
         prose = _filler(rng, task, 1)
     else:
-        prose = _filler(rng, task, _between(rng, 1, 4))
+        prose = _filler(rng, task, between(rng, 1, 4))
     if fmt == "empty":
         text = ""
     elif fmt == "no_answer":
         text = prose + " " + _render_answer(rng, task, fmt, letter)
     else:
         text = prose + " \n\n" + _render_answer(rng, task, fmt, letter)
-    output.append(
-        {
-            "id": f"msg_{hex_id}",
-            "content": [{"annotations": [], "text": text, "type": "output_text", "logprobs": []}],
-            "role": "assistant",
-            "status": "completed",
-            "type": "message",
-        }
-    )
+    output.append(message_item(f"msg_{hex_id}", text))
 
-    input_tokens = _approx_tokens(task.prompt) + _CHAT_TEMPLATE_TOKENS
+    input_tokens = approx_tokens(task.prompt) + CHAT_TEMPLATE_TOKENS
     # +1: the end-of-turn token is generated even when the visible text is empty.
-    output_tokens = _approx_tokens(text) + reasoning_tokens + 1
+    output_tokens = approx_tokens(text) + reasoning_tokens + 1
     # Dispatch is task-major at a steady rate; each response starts a little after its dispatch.
-    created_at = round(_EPOCH + dispatch_index * 0.02 + rng.uniform(0.0, 30.0), 1)
-    return {
-        "id": f"resp_{hex_id}",
-        "created_at": created_at,
-        "error": None,
-        "incomplete_details": None,
-        "instructions": None,
-        "metadata": {},
-        "model": _MODEL,
-        "object": "response",
-        "output": output,
-        "parallel_tool_calls": True,
-        "temperature": 1.0,
-        "tool_choice": "auto",
-        "tools": [],
-        "top_p": 1.0,
-        "background": False,
-        "max_output_tokens": None,
-        "max_tool_calls": None,
-        "previous_response_id": None,
-        "prompt": None,
-        "reasoning": {"effort": None, "generate_summary": None, "summary": None},
-        "service_tier": "default",
-        "status": "completed",
-        "text": {"format": {"type": "text"}, "verbosity": "medium"},
-        "top_logprobs": 0,
-        "truncation": "disabled",
-        "usage": {
-            "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": output_tokens,
-            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
-            "total_tokens": input_tokens + output_tokens,
-        },
-        "user": None,
-        "prompt_cache_key": None,
-        "safety_identifier": None,
-        "store": True,
-    }
+    created_at = round(EPOCH + dispatch_index * 0.02 + rng.uniform(0.0, 30.0), 1)
+    return response_object(
+        f"resp_{hex_id}",
+        created_at,
+        output,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        reasoning_tokens=reasoning_tokens,
+    )
 
 
 def _options_field(task: _Task) -> list[Row]:
     return [{k: v} for k, v in task.options]
-
-
-def _agent_ref(spec: SyntheticSpec) -> Row:
-    return {"type": "responses_api_agents", "name": spec.agent_name}
-
-
-def _responses_create_params(task: _Task) -> Row:
-    # The shape the agent echoes back: every Responses-create field, unset ones as null.
-    return {
-        "background": None,
-        "include": None,
-        "input": [{"content": task.prompt, "role": "user", "type": "message"}],
-        "instructions": None,
-        "max_output_tokens": None,
-        "max_tool_calls": None,
-        "metadata": None,
-        "model": None,
-        "parallel_tool_calls": None,
-        "previous_response_id": None,
-        "prompt": None,
-        "reasoning": None,
-        "service_tier": None,
-        "store": None,
-        "temperature": None,
-        "text": None,
-        "tool_choice": None,
-        "tools": [],
-        "top_logprobs": None,
-        "top_p": None,
-        "truncation": None,
-        "user": "",
-        "stream": None,
-    }
 
 
 def _rollout_row(spec: SyntheticSpec, task: _Task, rollout: int) -> Row:
@@ -521,7 +421,7 @@ def _rollout_row(spec: SyntheticSpec, task: _Task, rollout: int) -> Row:
         mode=grading.effective_mode(None, task.grading_mode),
     )
     return {
-        "responses_create_params": _responses_create_params(task),
+        "responses_create_params": responses_create_params(task.prompt),
         "response": response,
         "reward": verdict.reward,
         "mask_sample": False,
@@ -531,45 +431,10 @@ def _rollout_row(spec: SyntheticSpec, task: _Task, rollout: int) -> Row:
         "extracted_answer": verdict.extracted_answer,
         "_ng_task_index": task.index,
         "_ng_rollout_index": rollout,
-        "agent_ref": _agent_ref(spec),
+        "agent_ref": agent_ref(spec.agent_name),
         "_ng_environment_server": _ENVIRONMENT_SERVER,
-        "_ng_result_type": _RESULT_TYPE,
+        "_ng_result_type": RESULT_TYPE,
     }
-
-
-# --- completion order ---------------------------------------------------------------------------------------
-
-_M64: Final = (1 << 64) - 1
-_FEISTEL_ROUNDS: Final = 6
-
-
-def _completion_order(n: int, seed: int) -> Iterator[int]:
-    """Yield a seeded pseudo-random permutation of range(n), one index at a time, in O(1) memory.
-
-    random.shuffle would need all n keys in memory. A balanced Feistel network is a bijection on
-    [0, 4**half) for any round function; re-encrypting values that land outside [0, n) ("cycle walking")
-    restricts it to a bijection on [0, n), at under 4 encryptions per index on average.
-    """
-    half = max(1, ((n - 1).bit_length() + 1) // 2)
-    mask = (1 << half) - 1
-    digest = hashlib.blake2b(f"{seed}/completion-order".encode(), digest_size=8 * _FEISTEL_ROUNDS).digest()
-    keys = [int.from_bytes(digest[8 * i : 8 * i + 8], "little") for i in range(_FEISTEL_ROUNDS)]
-
-    def encrypt(x: int) -> int:
-        left, right = x >> half, x & mask
-        for key in keys:
-            # splitmix64's finaliser: every input bit reaches the low bits kept by the mask.
-            f = ((right ^ key) * 0x9E3779B97F4A7C15) & _M64
-            f = ((f ^ (f >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-            f = ((f ^ (f >> 27)) * 0x94D049BB133111EB) & _M64
-            left, right = right, left ^ ((f ^ (f >> 31)) & mask)
-        return (left << half) | right
-
-    for i in range(n):
-        x = encrypt(i)
-        while x >= n:
-            x = encrypt(x)
-        yield x
 
 
 # --- rows and files -----------------------------------------------------------------------------------------
@@ -577,7 +442,7 @@ def _completion_order(n: int, seed: int) -> Iterator[int]:
 
 def iter_input_rows(spec: SyntheticSpec) -> Iterator[Row]:
     """`rollouts_materialized_inputs.jsonl` rows in dispatch order: t0r0, t0r1, ..., t1r0, ..."""
-    agent_ref = _agent_ref(spec)
+    ref = agent_ref(spec.agent_name)
     for t in range(spec.tasks):
         task = _make_task(spec.seed, t)
         base: Row = {
@@ -586,7 +451,7 @@ def iter_input_rows(spec: SyntheticSpec) -> Iterator[Row]:
             "expected_answer": task.expected_answer,
             "grading_mode": task.grading_mode,
             "uuid": task.uuid,
-            "agent_ref": agent_ref,
+            "agent_ref": ref,
         }
         for r in range(spec.rollouts_per_task):
             yield {**base, "_ng_task_index": t, "_ng_rollout_index": r}
@@ -595,33 +460,11 @@ def iter_input_rows(spec: SyntheticSpec) -> Iterator[Row]:
 def iter_rollout_rows(spec: SyntheticSpec) -> Iterator[Row]:
     """`rollouts.jsonl` rows in a seeded completion order (every key exactly once)."""
     k = spec.rollouts_per_task
-    for key in _completion_order(spec.rows, spec.seed):
+    for key in completion_order(spec.rows, spec.seed):
         t, r = divmod(key, k)
         # Rebuilt per rollout (cheap, deterministic) rather than cached: in a shuffled order a cache of
         # tasks would have to hold nearly all of them.
         yield _rollout_row(spec, _make_task(spec.seed, t), r)
-
-
-def _write_jsonl_atomically(path: Path, rows: Iterator[Row]) -> tuple[int, int]:
-    """Write `rows` to `path` via a temporary file in the same directory; return (rows, bytes)."""
-    tmp_name = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    # Not tempfile.mkstemp: its files are 0600, and these are data files others read (the umask applies).
-    fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    count = 0
-    size = 0
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
-            for row in rows:
-                line = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
-                out.write(line)
-                count += 1
-                size += len(line)
-        # Same directory, so the rename is atomic: readers see the old file or the whole new one.
-        os.replace(tmp_name, path)
-    except BaseException:
-        tmp_name.unlink(missing_ok=True)
-        raise
-    return count, size
 
 
 def write_mcqa_dataset(out_dir: Path, spec: SyntheticSpec) -> tuple[Path, Path]:
@@ -630,22 +473,12 @@ def write_mcqa_dataset(out_dir: Path, spec: SyntheticSpec) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs_path = out_dir / INPUTS_FILE_NAME
     rollouts_path = out_dir / ROLLOUTS_FILE_NAME
-    _write_jsonl_atomically(inputs_path, iter_input_rows(spec))
-    _write_jsonl_atomically(rollouts_path, iter_rollout_rows(spec))
+    write_jsonl_atomically(inputs_path, iter_input_rows(spec))
+    write_jsonl_atomically(rollouts_path, iter_rollout_rows(spec))
     return inputs_path, rollouts_path
 
 
 # --- command line -------------------------------------------------------------------------------------------
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
-    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -653,8 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m reverify_assets.synthetic.mcqa_rollouts",
         description=f"Write a synthetic NeMo Gym mcqa run: {INPUTS_FILE_NAME} and {ROLLOUTS_FILE_NAME}.",
     )
-    parser.add_argument("--tasks", type=_positive_int, required=True, help="distinct questions")
-    parser.add_argument("--rollouts-per-task", type=_positive_int, default=4, help="rollouts per question")
+    parser.add_argument("--tasks", type=positive_int, required=True, help="distinct questions")
+    parser.add_argument("--rollouts-per-task", type=positive_int, default=4, help="rollouts per question")
     parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical files")
     parser.add_argument("--agent-name", default="mcqa_simple_agent", help="agent_ref.name of every row")
     parser.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
