@@ -7,6 +7,7 @@ import random
 from pydantic import BaseModel, Field
 
 RETRYABLE_STATUSES = frozenset({408, 429})
+_JITTER = random.Random()
 
 
 class RetryPolicy(BaseModel):
@@ -15,9 +16,9 @@ class RetryPolicy(BaseModel):
     max_delay_s: float = Field(default=8.0, ge=0)
     timeout_s: float = Field(default=120.0, gt=0, description="per request")
 
-    def delay(self, attempt: int, rng: random.Random = random._inst) -> float:  # type: ignore[attr-defined]
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """Full-jitter exponential backoff: spreads the retries of many rows that failed together."""
-        return rng.uniform(0.0, min(self.max_delay_s, self.base_delay_s * (2**attempt)))
+        return (rng or _JITTER).uniform(0.0, min(self.max_delay_s, self.base_delay_s * (2**attempt)))
 
 
 def is_retryable_status(status: int) -> bool:
