@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import re
+import selectors
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
-from process_memory import TreeReport, TreeSampler, tree_cpu_seconds
+from process_memory import TreeReport, TreeSampler, machine_cpu_seconds, tree_cpu_seconds
 
 from reverify_assets.lib.payload import build_verify_payload
 
@@ -27,6 +29,7 @@ __all__ = ["RawCapacity", "ServeProcess", "build_payloads", "measure_raw_capacit
 
 LISTENING = re.compile(r"listening on (http://\S+)")
 JSON_HEADERS = {"Content-Type": "application/json"}
+START_TIMEOUT_S = 60.0
 # Enough requests to open every pooled connection and settle the server's allocator before timing.
 WARMUP_ROWS = 1000
 
@@ -41,6 +44,8 @@ class RawCapacity:
     failures: int  # non-200 answers: the figure is meaningless if there are any
     client_cpu_s: float  # this process's CPU time in the timed part: a busy client would cap the figure
     server_cpu_s: float  # the server tree's CPU time in the timed part
+    machine_busy_s: float  # all cores' busy time in the timed part, whoever used it
+    machine_steal_s: float  # the part of it the hypervisor gave to other virtual machines
     memory: TreeReport | None = None
 
     @property
@@ -50,7 +55,7 @@ class RawCapacity:
 
 def build_payloads(inputs: Path, rollouts: Path, count: int) -> list[bytes]:
     """``/verify`` bodies of the first ``count`` rows of ``rollouts``, joined with their input rows by key."""
-    wanted: dict[Key, dict] = {}
+    wanted: dict[Key, dict[str, Any]] = {}
     with rollouts.open("rb") as fh:
         for line in fh:
             row = orjson.loads(line)
@@ -60,7 +65,6 @@ def build_payloads(inputs: Path, rollouts: Path, count: int) -> list[bytes]:
     bodies: list[bytes] = []
     with inputs.open("rb") as fh:
         for line in fh:
-            # Only the key is needed to decide; a cheap pre-check would save little next to orjson.
             row = orjson.loads(line)
             key = (row["_ng_task_index"], row["_ng_rollout_index"])
             rollout = wanted.pop(key, None)
@@ -81,7 +85,11 @@ class ServeProcess:
             self.process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         self.log = log
         assert self.process.stdout is not None  # stdout=PIPE always gives one
-        first = self.process.stdout.readline()  # EOF (a failed start) ends the wait too
+        # Bounded: a server that hangs before announcing itself must not hold the benchmark lock forever.
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            ready = selector.select(timeout=START_TIMEOUT_S)
+        first = self.process.stdout.readline() if ready else ""  # EOF (a failed start) ends the wait too
         found = LISTENING.search(first)
         if found is None:
             self.stop()
@@ -104,7 +112,7 @@ class ServeProcess:
             self.process.stdout.close()
 
 
-async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int, offset: int = 0) -> int:
+async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int) -> int:
     """POST ``rows`` bodies (cycling through ``bodies``) with ``concurrency`` in flight; the count of non-200s."""
     verify_url = f"{url}/verify"
     next_row = 0
@@ -115,7 +123,7 @@ async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int,
         async def worker() -> None:
             nonlocal next_row, failures
             while next_row < rows:
-                index = offset + next_row
+                index = next_row
                 next_row += 1
                 async with session.post(verify_url, data=bodies[index % len(bodies)], headers=JSON_HEADERS) as reply:
                     await reply.read()  # the whole answer, as any client must; not parsed: that is the client's cost
@@ -125,13 +133,14 @@ async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int,
     return failures
 
 
-async def _warm_then_time(url: str, bodies: Sequence[bytes], rows: int, concurrency: int, server_pid: int) -> RawCapacity:
-    await _drive(url, bodies, min(WARMUP_ROWS, rows), concurrency)
+async def _time_once(url: str, bodies: Sequence[bytes], rows: int, concurrency: int, server_pid: int) -> RawCapacity:
     server_cpu = tree_cpu_seconds(server_pid)
     client_cpu = time.process_time()
+    busy, steal = machine_cpu_seconds()
     started = time.perf_counter()
     failures = await _drive(url, bodies, rows, concurrency)
     seconds = time.perf_counter() - started
+    busy_after, steal_after = machine_cpu_seconds()
     return RawCapacity(
         rows=rows,
         seconds=seconds,
@@ -139,11 +148,24 @@ async def _warm_then_time(url: str, bodies: Sequence[bytes], rows: int, concurre
         failures=failures,
         client_cpu_s=time.process_time() - client_cpu,
         server_cpu_s=tree_cpu_seconds(server_pid) - server_cpu,
+        machine_busy_s=busy_after - busy,
+        machine_steal_s=steal_after - steal,
     )
 
 
-def measure_raw_capacity(server: ServeProcess, bodies: Sequence[bytes], rows: int, concurrency: int) -> RawCapacity:
+async def _warm_then_time(
+    url: str, bodies: Sequence[bytes], rows: int, concurrency: int, server_pid: int, repeats: int
+) -> list[RawCapacity]:
+    await _drive(url, bodies, min(WARMUP_ROWS, rows), concurrency)
+    return [await _time_once(url, bodies, rows, concurrency, server_pid) for _ in range(repeats)]
+
+
+def measure_raw_capacity(
+    server: ServeProcess, bodies: Sequence[bytes], rows: int, concurrency: int, repeats: int = 3
+) -> list[RawCapacity]:
+    """``repeats`` timed passes after one warm-up; a capacity is best judged by the fastest (least disturbed)."""
     with TreeSampler(server.pid) as sampler:
-        result = asyncio.run(_warm_then_time(server.url, bodies, rows, concurrency, server.pid))
-    result.memory = sampler.report()
-    return result
+        results = asyncio.run(_warm_then_time(server.url, bodies, rows, concurrency, server.pid, repeats))
+    for result in results:
+        result.memory = sampler.report()
+    return results

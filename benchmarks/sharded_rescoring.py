@@ -24,7 +24,6 @@ benchmarks started at once on a small machine take turns instead of distorting e
 from __future__ import annotations
 
 import argparse
-import fcntl
 import filecmp
 import json
 import math
@@ -43,7 +42,10 @@ from pathlib import Path
 import dagster as dg
 import orjson
 
-from reverify_assets.pipeline.preparation import load_verifier_setup
+# Run as a script, this file's folder is on sys.path: the lock helper every benchmark here shares.
+from bench_lock import LOCK_PATH, exclusive
+
+from reverify_assets.defs.rescoring_defs import build_rescoring
 from reverify_assets.rescoring.spec import find_rescoring
 from reverify_assets.synthetic.mcqa_rollouts import (
     INPUTS_FILE_NAME,
@@ -57,7 +59,6 @@ REPO = Path(__file__).resolve().parents[1]
 NAME = "bench"
 SEED = 1
 LENIENT = "++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"
-LOCK_PATH = Path("/tmp/reverify-bench.lock")
 PAYLOADS_STEP = f"{NAME}__shard_payloads"
 VERIFY_STEP = f"{NAME}__reverify_shard"
 REVERIFIED_ASSET = dg.AssetKey([NAME, "reverified_shard"])
@@ -72,28 +73,16 @@ Key = tuple[int, int]
 
 @dataclass
 class BenchLock:
-    """An exclusive flock held for each heavy phase; remembers every wait so the report can own up to it."""
+    """bench_lock.exclusive, remembering every wait so the report can own up to it at the end."""
 
-    path: Path
     waits: list[tuple[str, float]] = field(default_factory=list)
 
     @contextmanager
     def held(self, what: str) -> Iterator[None]:
-        # O_RDONLY is enough for flock and still opens a lock file another user created without write access.
-        fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o666)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                print(f"  waiting for {self.path} (another benchmark holds it) before {what} ...", flush=True)
-                started = time.perf_counter()
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                waited = time.perf_counter() - started
+        with exclusive(what) as waited:
+            if waited:
                 self.waits.append((what, waited))
-                print(f"  got the lock after {waited:.1f} s", flush=True)
             yield
-        finally:
-            os.close(fd)  # closing the only descriptor releases the flock
 
 
 # --- data and the throwaway project -----------------------------------------------------------------------------
@@ -140,9 +129,8 @@ def make_project(root: Path, inputs: Path, rollouts: Path, shard_tasks: int) -> 
 
 
 def merged_output(project: Path) -> Path:
-    spec = find_rescoring(project, NAME)
-    config_hash = load_verifier_setup(spec.config_paths, spec.verifier.overrides).config_hash
-    return spec.outputs / config_hash / "merged.jsonl"
+    """`<output_dir>/<config hash>/merged.jsonl`, as the product itself lays it out."""
+    return build_rescoring(find_rescoring(project, NAME)).layout.merged
 
 
 # --- running the CLI --------------------------------------------------------------------------------------------
@@ -168,7 +156,7 @@ def reverify_executable() -> str:
 def run_cli(reverify: str, args: Sequence[str | Path], *, home: Path, cwd: Path, lock: BenchLock) -> Timed:
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     command = [reverify, *map(str, args)]
-    label = f"`reverify {' '.join(map(str, args[:2]))}`"
+    label = f"`reverify {args[0]}`" + (f" (--parallel {args[-1]})" if args[0] == "backfill" else "")
     with lock.held(label):
         started_at, started = time.time(), time.perf_counter()
         result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
@@ -215,7 +203,8 @@ class ShardRun:
 @dataclass(frozen=True)
 class Runs:
     shards: list[ShardRun]
-    aggregate: tuple[float, float] | None
+    aggregate: tuple[float, float] | None  # (start, end) of the aggregate run
+    aggregate_step_s: float | None  # its one step, the merge and the metrics
     registered: int
 
 
@@ -247,18 +236,19 @@ def step_windows(instance: dg.DagsterInstance, run_id: str) -> tuple[dict[str, t
 def read_runs(home: Path) -> Runs:
     with dg.DagsterInstance.from_config(str(home)) as instance:
         shards: list[ShardRun] = []
-        aggregate = None
+        aggregate, aggregate_step_s = None, None
         for record in instance.get_run_records():
             if record.start_time is None or record.end_time is None:
                 raise RuntimeError(f"run {record.dagster_run.run_id} has no start or end time in {home}")
             partition = record.dagster_run.tags.get(PARTITION_TAG)
+            steps, rows = step_windows(instance, record.dagster_run.run_id)
             if partition is None:  # the backfill's one unpartitioned run is the aggregate
                 aggregate = (record.start_time, record.end_time)
+                aggregate_step_s = sum(end - start for start, end in steps.values()) if steps else None
                 continue
-            steps, rows = step_windows(instance, record.dagster_run.run_id)
             shards.append(ShardRun(partition, rows, record.start_time, record.end_time, steps))
         registered = len(instance.get_dynamic_partitions(f"{NAME}_shards"))
-    return Runs(sorted(shards, key=lambda run: run.shard), aggregate, registered)
+    return Runs(sorted(shards, key=lambda run: run.shard), aggregate, aggregate_step_s, registered)
 
 
 # --- comparing outputs ------------------------------------------------------------------------------------------
@@ -326,7 +316,11 @@ def print_level(level: Level, total_rows: int) -> None:
         ("`reverify backfill` wall time", seconds(backfill.wall_s)),
         ("first shard run start -> last shard run end", seconds(span)),
         ("sum of shard run durations", f"{run_sum:.2f} s (÷ span = {run_sum / span:.2f} runs at once on average)"),
-        ("aggregate run duration", seconds(agg[1] - agg[0] if agg else None)),
+        ("last shard run end -> aggregate run start", seconds(agg[0] - last_end if agg else None)),
+        (
+            "aggregate run duration",
+            f"{seconds(agg[1] - agg[0] if agg else None)} (its step: {seconds(level.runs.aggregate_step_s)})",
+        ),
         ("command start -> first shard run start", seconds(first_start - backfill.started_at)),
         ("last run end -> command exit", seconds(backfill.ended_at - tail_end)),
         ("rows/s end to end (backfill)", f"{total_rows / backfill.wall_s:,.0f}"),
@@ -380,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = (args.keep or Path(tempfile.mkdtemp(prefix="sharded_rescoring_"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     reverify = reverify_executable()
-    lock = BenchLock(LOCK_PATH)
+    lock = BenchLock()
 
     spec = SyntheticSpec(tasks=args.tasks, rollouts_per_task=args.rollouts_per_task, seed=SEED)
     shard_tasks = shard_tasks_for(args.tasks, args.shards)
