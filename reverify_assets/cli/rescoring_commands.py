@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from reverify_assets.errors import ReverifyError, UsageError
-from reverify_assets.rescoring.status import ShardState
 
-STATE_FLAGS = {"stale": ShardState.STALE, "missing": ShardState.MISSING, "failed": ShardState.FAILED}
+# The states `backfill` can target, by flag; ShardState values. Kept as strings so that building the parser
+# does not import Dagster (a usage error must answer at once).
+STATE_FLAGS = ("stale", "missing", "failed")
 
 
 def add_rescoring_parsers(commands: Any) -> None:
@@ -53,7 +54,11 @@ def rescoring_command(args: argparse.Namespace) -> None:
         for rescoring in variants:
             rescoring_runs.print_status(rescoring)
     else:
-        states = [state for flag, state in STATE_FLAGS.items() if getattr(args, flag)] or list(STATE_FLAGS.values())
+        from reverify_assets.rescoring.status import ShardState
+
+        states = [ShardState(flag) for flag in STATE_FLAGS if getattr(args, flag)] or [
+            ShardState(f) for f in STATE_FLAGS
+        ]
         if args.parallel < 1:
             raise UsageError(f"--parallel must be at least 1, got {args.parallel}")
         rescoring_runs.backfill(variants, states, aggregate=not args.no_aggregate, parallel=args.parallel)

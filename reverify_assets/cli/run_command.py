@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.judge_recovery import source_failures_path
+from reverify_assets.lib.resume_cache import max_attempts_from
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import check_fresh_output
 from reverify_assets.pipeline.preparation import load_verifier_setup
@@ -38,7 +39,7 @@ def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
             append=args.append,
             disable_aggregation=args.disable_aggregation,
             limit=args.limit,
-            concurrency=args.concurrency or DEFAULT_CONCURRENCY,
+            concurrency=DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency,
             max_attempts=args.max_attempts,
         )
     except ValidationError as exc:
@@ -70,6 +71,7 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     if setup.config.get("force") is True:  # NeMo Gym's own spelling of the flag: ++force=true
         options.force = True
     check_before_start(options)
+    max_attempts_from(options.max_attempts)  # a bad NEMO_GYM_MAX_ROLLOUT_ATTEMPTS is a config error, said now
     if options.judge_failed_only:
         log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
 

@@ -29,8 +29,8 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
         print("Aggregation disabled: run `reverify aggregate` after all shards finish.")
     elif run.metrics is not None:
         print(f"Metrics:  {run.metrics.path}")
-        for entry in orjson.loads(open(run.metrics.path, "rb").read()):
-            print(f"  {entry['agent_ref']['name']}: {orjson.dumps(entry.get('key_metrics', {})).decode()}")
+        for agent, figures in run.metrics.key_metrics.items():
+            print(f"  {agent}: {orjson.dumps(figures).decode()}")
     if verified.get("unsafe"):
         print("WARNING: this output is unsafe: the verifier may need per-rollout state that reverification lacks.")
     print(f"Dagster run: {run.run_id}")

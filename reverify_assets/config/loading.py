@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,5 +54,9 @@ def parse_overrides(overrides: Sequence[str]) -> DictConfig:
         raise UsageError(f"cannot apply overrides {list(overrides)}: {exc}") from exc
 
 
+OVERRIDE_KEY = re.compile(r"^[A-Za-z_][\w-]*(\.[A-Za-z_0-9][\w-]*)*=")
+
+
 def is_override(token: str) -> bool:
-    return token.startswith("+") or ("=" in token and not token.startswith("-"))
+    """``++a.b=c``, ``+a.b=c`` or a bare ``a.b=c``; a path that merely contains ``=`` is not one."""
+    return token.startswith("+") or bool(OVERRIDE_KEY.match(token))

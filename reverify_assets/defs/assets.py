@@ -33,7 +33,9 @@ from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.lib.file_names import aggregate_metrics_path
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.judge_recovery import index_judge_failures, source_failures_path
-from reverify_assets.lib.key_index import KeyIndex
+from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex
+from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_summary import summarize_output
@@ -76,7 +78,11 @@ def rollouts(context: dg.AssetExecutionContext, rescoring: RescoringResource) ->
 
 
 def _plan(
-    context: dg.AssetExecutionContext, rescoring: RescoringResource, inputs: IndexHandle, responses: IndexHandle
+    context: dg.AssetExecutionContext,
+    rescoring: RescoringResource,
+    inputs: IndexHandle,
+    responses: IndexHandle,
+    exclude: IndexHandle | None = None,
 ) -> dg.Output[PlanHandle]:
     setup = rescoring.verifier_setup()
     inputs_frame = pl.read_parquet(inputs.index)
@@ -85,6 +91,8 @@ def _plan(
     )
     responses_index = KeyIndex(Path(responses.source), pl.read_parquet(responses.index))
     plan = join_and_route(inputs_index, responses_index, setup.topology)
+    if exclude is not None:
+        plan = plan.join(pl.read_parquet(exclude.index).select(KEY_COLUMNS), on=KEY_COLUMNS, how="anti")
     target = work_dir(context) / f"{context.asset_key.to_python_identifier()}.parquet"
     write_parquet_atomic(plan, target)
     handle = PlanHandle(
@@ -130,7 +138,12 @@ def _verify(
     # A run that added to an earlier output reports the whole file, not only what it wrote.
     whole = summarize_output(files.output) if result.skipped or not step.policy.is_fresh else None
     yield dg.Output(
-        OutputHandle(path=str(files.output), rows=whole.rows if whole else stats.to_output, config_hash=config_hash),
+        OutputHandle(
+            path=str(files.output),
+            rows=whole.rows if whole else stats.to_output,
+            config_hash=config_hash,
+            written_this_run=stats.to_output,
+        ),
         output_name=rows_name,
         metadata=verification_metadata(files.output, result, config_hash, whole),
         data_version=content_version(files.output),
@@ -164,7 +177,12 @@ def _aggregate(rescoring: RescoringResource, rows: OutputHandle) -> dg.Output[Ou
     if entries is None:
         return dg.Output(None, metadata={"note": "no row carries an agent name: nothing to aggregate"})
     return dg.Output(
-        OutputHandle(path=str(target), rows=rows.rows, config_hash=rows.config_hash),
+        OutputHandle(
+            path=str(target),
+            rows=rows.rows,
+            config_hash=rows.config_hash,
+            key_metrics={entry["agent_ref"]["name"]: entry.get("key_metrics", {}) for entry in entries},
+        ),
         metadata=aggregate_metadata(target, entries, rows.config_hash),
         data_version=content_version(target),
     )
@@ -199,8 +217,10 @@ def recovery_payloads(
     rescoring: RescoringResource,
     materialized_inputs: IndexHandle,
     judge_failures: IndexHandle,
+    rollouts: IndexHandle,
 ) -> dg.Output[PlanHandle]:
-    return _plan(context, rescoring, materialized_inputs, judge_failures)
+    """A key that failed the judge once and later succeeded is a success: it is carried over, never re-judged."""
+    return _plan(context, rescoring, materialized_inputs, judge_failures, exclude=rollouts)
 
 
 @dg.multi_asset(
@@ -237,7 +257,10 @@ def merged_rollouts(
 ) -> Iterator[dg.Output[OutputHandle] | dg.AssetCheckResult]:
     output = Path(recovered_rows.path)
     successes = KeyIndex(Path(rollouts.source), pl.read_parquet(rollouts.index))
-    seeded = seed_successes(successes, output)
+    with exclusive_output(output):
+        seeded = seed_successes(successes, output)
+        if not rescoring.append:  # a fresh output is ours to put in key order; an appended one is the user's file
+            sort_by_key(output)
     summary = summarize_output(output)
     by_config = dg.MetadataValue.json(dict(summary.rows_by_config))
     known = summary.known_configs
@@ -245,7 +268,7 @@ def merged_rollouts(
         "file": dg.MetadataValue.path(str(output)),
         "rows": summary.rows,
         "seeded this run": seeded,
-        "recovered this run": recovered_rows.rows,
+        "recovered this run": recovered_rows.written_this_run,
         "rows by verifier config": by_config,
         "verifier config hash": recovered_rows.config_hash,
     }

@@ -31,6 +31,8 @@ class OutputHandle(BaseModel):
     path: str
     rows: int
     config_hash: str
+    key_metrics: dict[str, dict[str, Any]] = {}  # per agent, for metrics files: their headline figures
+    written_this_run: int = 0  # of `rows`, those this run added (resume and --append add to a file)
 
 
 def work_dir(context: dg.AssetExecutionContext) -> Path:

@@ -7,7 +7,9 @@ Outputs sit under ``<output_dir>/<config hash>/``, so results of an older verifi
 the new ones instead of being overwritten.
 """
 
+import hashlib
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 
 from reverify_assets.defs.handles import OutputHandle, PlanHandle, content_version, write_parquet_atomic
 from reverify_assets.defs.metadata import aggregate_metadata, key_metrics_table, sidecar_metadata
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
@@ -199,6 +202,8 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     def reverify_shard(context: dg.AssetExecutionContext, payloads: PlanHandle) -> Iterator[Any]:
         """Every /verify call of one shard, asyncio in this one step; resumes what a failed attempt left."""
         output = layout.shard_output(context.partition_key)
+        plan = pl.read_parquet(payloads.plan)
+        restart_if_data_changed(output, shard_data_fingerprint(payloads, plan))
         step = VerifyStep(
             inputs=Path(payloads.inputs),
             responses=Path(payloads.rollouts),
@@ -206,7 +211,6 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
             policy=OutputPolicy(resume=True, max_attempts=max_attempts_from(None), announce_resume=False),
             concurrency=spec.concurrency,
         )
-        plan = pl.read_parquet(payloads.plan)
         result = run_verification(plan, setup, step)
         whole = summarize_output(output)
         failures = unresolved_failures(output)
@@ -309,6 +313,28 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     )
 
 
+def shard_data_fingerprint(payloads: PlanHandle, plan: pl.DataFrame) -> str:
+    """Which rows, from which file versions, a shard's results were scored from."""
+    digest = hashlib.sha256()
+    for path in (payloads.inputs, payloads.rollouts):
+        stat = os.stat(path)
+        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}\n".encode())
+    digest.update(plan.select(KEY_COLUMNS).write_csv().encode())
+    return digest.hexdigest()[:16]
+
+
+def restart_if_data_changed(output: Path, fingerprint: str) -> None:
+    """Shards resume what an earlier attempt left; not when the rollouts or the shard's tasks changed since."""
+    marker = output.with_name(f"{output.name}.source")
+    if marker.exists() and marker.read_text().strip() != fingerprint:
+        for stale in (output, sidecar_path(output)):
+            stale.unlink(missing_ok=True)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
+    tmp.write_text(fingerprint + "\n")
+    os.replace(tmp, marker)
+
+
 def _gated_shards(layout: RescoringLayout, registered: list[str], limit: float) -> tuple[list[str], dict[str, str]]:
     """Shards with current results and a failure rate within the limit; the others, with the reason."""
     included, excluded = [], {}
@@ -317,7 +343,11 @@ def _gated_shards(layout: RescoringLayout, registered: list[str], limit: float) 
         if not output.exists():
             excluded[shard] = "no results for this verifier config"
             continue
-        rows, failed = _count_lines(output), unresolved_failures(output)
+        try:
+            rows, failed = _count_lines(output), unresolved_failures(output)
+        except ReverifyError as exc:  # one damaged shard is left out, not the whole aggregate failed
+            excluded[shard] = str(exc)
+            continue
         if failed / max(1, rows + failed) > limit:
             excluded[shard] = f"{failed} failed rows of {rows + failed} is over the limit of {limit:.1%}"
             continue

@@ -57,15 +57,13 @@ def read_row_at(fh: BinaryIO, offset: int, path: Path | str, line_no: int) -> di
     return parse_row(fh.readline().rstrip(b"\r\n"), path, line_no)
 
 
-def dumps_line(row: Any) -> bytes:
-    return orjson.dumps(row) + b"\n"
-
-
 class LineAppender:
     """Appends complete lines to a file that a crash must never leave with half a row.
 
-    Each batch of lines goes out in one unbuffered ``os.write`` on an O_APPEND descriptor, so a
-    killed process leaves whole lines behind and ``--resume`` can trust every line it reads.
+    Each batch of lines goes out in unbuffered ``os.write`` calls on an O_APPEND descriptor and nothing
+    else writes the file, so a killed process leaves at most one half-written last line (a kernel may cut
+    a large write short when SIGKILL lands mid-way; a full disk can too); ``--resume`` and ``--append``
+    repair that line before they append (see ``output_tail``).
     """
 
     def __init__(self, path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.lib.keys import RolloutKey, row_key
@@ -26,7 +27,10 @@ KEY_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64}
 def max_attempts_from(flag: int | None) -> int:
     if flag is not None:
         return flag
-    return int(os.environ.get(MAX_ATTEMPTS_ENV) or DEFAULT_MAX_ATTEMPTS)
+    raw = os.environ.get(MAX_ATTEMPTS_ENV) or str(DEFAULT_MAX_ATTEMPTS)
+    if not raw.isdigit() or int(raw) < 1:
+        raise ReverifyError(f"environment variable {MAX_ATTEMPTS_ENV}={raw!r} must be a whole number of at least 1")
+    return int(raw)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import read_row_at
-from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
 from reverify_assets.lib.payload import build_verify_payload
 
 
@@ -22,6 +23,16 @@ class PairReader:
         """``*_at`` are (byte offset, line number) pairs from the join plan."""
         input_row = read_row_at(self._inputs, input_at[0], self.inputs_path, input_at[1])
         rollout_row = read_row_at(self._rollouts, rollout_at[0], self.rollouts_path, rollout_at[1])
+        for path, line, row in (
+            (self.inputs_path, input_at[1], input_row),
+            (self.rollouts_path, rollout_at[1], rollout_row),
+        ):
+            # An index made before the file changed would pair one row's input with another's response.
+            if row_key(row, path, line) != key:
+                raise ReverifyError(
+                    f"{path}:{line}: expected the row of {describe_key(key)}: the file changed "
+                    "after it was indexed; run again"
+                )
         return build_verify_payload(input_row, rollout_row, key)
 
     def rewards(self, plan_offsets: Iterable[tuple[int, int]]) -> Iterator[float | None]:

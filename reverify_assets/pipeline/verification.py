@@ -15,6 +15,7 @@ import polars as pl
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
+from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.result_routing import provenance
 from reverify_assets.lib.resume_cache import resume_summary
 from reverify_assets.lib.sorted_output import sort_by_key
@@ -88,6 +89,7 @@ async def _verify(
         if unsafe:
             log.warning("WARNING: %s Continuing because --force was given.", guard_message(unsafe_servers(modes)))
         files = RunFiles.for_output(step.output, unsafe=unsafe)
+        stack.enter_context(exclusive_output(files.output))
         cache = prepare_output(files, step.policy)
         pending = plan
         if cache is not None:
@@ -102,8 +104,10 @@ async def _verify(
         stats = await verify_plan(
             pending, pairs, clients, files, stamps, concurrency=step.concurrency, on_progress=on_progress
         )
-    if not step.policy.append:  # --append may target the user's own rollouts file: never rewrite that
-        sort_by_key(files.output)
+        # Still holding the output's lock. --append may target the user's own rollouts file: never rewrite
+        # that. A fresh file whose rows all settled in key order is sorted already.
+        if not step.policy.append and not (cache is None and stats.output_in_key_order):
+            sort_by_key(files.output)
     return VerificationResult(files, stats, modes, unsafe, plan.height - pending.height)
 
 

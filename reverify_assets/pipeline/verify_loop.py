@@ -43,6 +43,9 @@ class VerifyStats:
     failures_by_class: Counter[str] = field(default_factory=Counter)
     reward_sum: float = 0.0
     started_at: float = field(default_factory=time.monotonic)
+    # Rows usually settle in the order they left; when they all did, the output needs no sorting pass.
+    output_in_key_order: bool = True
+    last_output_key: RolloutKey | None = None
 
     @property
     def mean_reward(self) -> float | None:
@@ -56,6 +59,7 @@ class VerifyStats:
 
 @dataclass(frozen=True, slots=True)
 class _Settled:
+    key: RolloutKey
     destination: Destination
     line: bytes
     failure_class: str | None
@@ -74,6 +78,7 @@ async def _verify_row(
     destination = destination_of(row)
     reward = row.get("reward")
     return _Settled(
+        key,
         destination,
         orjson.dumps(row) + b"\n",
         row.get(FAILURE_CLASS_FIELD) if destination is Destination.SIDECAR else None,
@@ -101,7 +106,9 @@ async def verify_plan(
 
     def hand_over(task: asyncio.Task[_Settled]) -> None:
         running.discard(task)
-        if not task.cancelled():
+        if task.cancelled():
+            settled_rows.put_nowait(asyncio.CancelledError("a verify request was cancelled"))
+        else:
             settled_rows.put_nowait(task.exception() or task.result())
 
     async def dispatch() -> None:
@@ -155,14 +162,19 @@ async def verify_plan(
             flush()
             await producer
         finally:
+            flush()  # rows that settled before an error are paid for: keep them
             producer.cancel()
             for task in list(running):
                 task.cancel()
+            await asyncio.gather(producer, *running, return_exceptions=True)
     return stats
 
 
 def _count(stats: VerifyStats, settled: _Settled) -> None:
     if settled.destination is Destination.OUTPUT:
+        if stats.last_output_key is not None and settled.key < stats.last_output_key:
+            stats.output_in_key_order = False
+        stats.last_output_key = settled.key
         stats.to_output += 1
         stats.reward_sum += settled.reward
     elif settled.destination is Destination.SIDECAR:

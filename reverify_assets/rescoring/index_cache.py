@@ -24,7 +24,10 @@ class IndexCache:
 
     def _stem(self, path: Path, kind: str) -> Path:
         stat = path.stat()
-        fingerprint = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{kind}".encode()
+        # ctime and inode too: `cp -p`, rsync -a and tar restore mtime, but nothing can set ctime.
+        fingerprint = (
+            f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{kind}".encode()
+        )
         return self.folder / hashlib.sha256(fingerprint).hexdigest()[:24]
 
     def inputs(self, path: Path) -> InputsIndex:

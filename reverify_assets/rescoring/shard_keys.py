@@ -32,10 +32,6 @@ def parse_shard_key(key: str) -> tuple[str, int]:
     return source, int(shard[1:])
 
 
-def shard_of_task(task: int, shard_tasks: int) -> int:
-    return task // shard_tasks
-
-
 def task_range(number: int, shard_tasks: int) -> tuple[int, int]:
     """The half-open range of task indexes shard ``number`` holds."""
     return number * shard_tasks, (number + 1) * shard_tasks

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import MATERIALIZED_INPUTS_SUFFIX
 from reverify_assets.rescoring.shard_keys import source_id
 from reverify_assets.rescoring.spec import RescoringSpec
@@ -30,11 +32,21 @@ def discover_sources(spec: RescoringSpec) -> list[Source]:
     assert spec.watch is not None
     folder = spec.path(spec.watch.folder)
     found = []
+    settled_before = time.time() - spec.watch.settle_s
     for rollouts in sorted(folder.glob(spec.watch.pattern)):
         inputs = inputs_beside(rollouts)
-        if rollouts.is_file() and inputs.is_file():  # a pair still being written is picked up next time
+        complete = rollouts.is_file() and inputs.is_file()
+        # A pair still being written is picked up once it has been quiet for settle_s.
+        if complete and max(rollouts.stat().st_mtime, inputs.stat().st_mtime) <= settled_before:
             relative = rollouts.parent.relative_to(folder).as_posix()
             found.append(Source(source_id(relative if relative != "." else rollouts.stem), inputs, rollouts))
+    by_id: dict[str, Path] = {}
+    for source in found:
+        if (other := by_id.setdefault(source.id, source.rollouts)) != source.rollouts:
+            raise ReverifyError(
+                f"rescoring {spec.name!r}: {other} and {source.rollouts} both become shard source {source.id!r}; "
+                "rename one of their folders (shard keys keep only letters, digits, '_' and '-')"
+            )
     return found
 
 

@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from reverify_assets.errors import ReverifyError
 
 RESCORINGS_DIR = Path("configs") / "rescorings"
-NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# No "__": it joins a rescoring's name to a variant's in group, op and job names.
+NAME_PATTERN = re.compile(r"^[A-Za-z](?:_?[A-Za-z0-9])*$")
 
 
 class _Strict(BaseModel):
@@ -53,6 +54,9 @@ class FixedSources(_Strict):
 class WatchedFolder(_Strict):
     folder: str
     pattern: str = Field(default="*/rollouts.jsonl", description="rollouts files; inputs sit beside each")
+    # `gym eval run` appends to rollouts.jsonl for the whole collection: a pair is taken up only once
+    # neither file has changed for this long.
+    settle_s: float = Field(default=300.0, ge=0.0)
 
 
 class Variant(_Strict):
@@ -86,10 +90,12 @@ class RescoringSpec(_Strict):
         if (self.sources is None) == (self.watch is None):
             raise ValueError("give exactly one of `sources` (inputs + rollouts) or `watch` (a folder)")
         if not NAME_PATTERN.match(self.name):
-            raise ValueError(f"the file name {self.name!r} must be a Python-style identifier (it names assets)")
+            raise ValueError(
+                f"the file name {self.name!r} must be letters, digits and single underscores (it names assets)"
+            )
         for variant in self.variants:
             if not NAME_PATTERN.match(variant):
-                raise ValueError(f"variant name {variant!r} must be a Python-style identifier (it names assets)")
+                raise ValueError(f"variant name {variant!r} must be letters, digits and single underscores")
         return self
 
     def path(self, relative: str) -> Path:
@@ -138,7 +144,17 @@ def load_rescoring(path: Path, root: Path) -> RescoringSpec:
 
 def load_rescorings(root: Path) -> list[RescoringSpec]:
     folder = root / RESCORINGS_DIR
-    return [load_rescoring(path, root) for path in sorted(folder.glob("*.yaml"))] if folder.is_dir() else []
+    specs = [load_rescoring(path, root) for path in sorted(folder.glob("*.yaml"))] if folder.is_dir() else []
+    owners: dict[Path, str] = {}
+    for spec in specs:
+        # Shard files are named by source and config, not by rescoring: sharing a folder would mix results.
+        owner = owners.setdefault(spec.outputs.resolve(), spec.name)
+        if owner != spec.name:
+            raise ReverifyError(
+                f"rescoring {folder / f'{spec.name}.yaml'}: field `output_dir`: {spec.output_dir} is already the "
+                f"output_dir of rescoring {owner!r}; give each rescoring its own"
+            )
+    return specs
 
 
 def find_rescoring(root: Path, name: str) -> RescoringSpec:

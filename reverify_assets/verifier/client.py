@@ -54,7 +54,7 @@ class VerifierClient:
                     last_error = f"HTTP {reply.status}: {_short(payload)}"
                     if not is_retryable_status(reply.status):
                         return VerifyOutcome(None, last_error)  # the request itself is wrong: retrying won't help
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as exc:
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return VerifyOutcome(None, f"{last_error} (after {self.retry.attempts} attempts)")
 

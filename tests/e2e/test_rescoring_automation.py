@@ -33,7 +33,8 @@ def test_sensor_waits_for_the_inputs_beside_new_rollouts(tmp_path: Path, instanc
     incoming = project.root / "incoming" / "run-8"
     incoming.mkdir(parents=True)
     project.rescoring_file.write_text(
-        "verifier: {config: [configs/mcqa.yaml]}\nwatch: {folder: incoming}\nshard_tasks: 10\noutput_dir: results/x\n"
+        "verifier: {config: [configs/mcqa.yaml]}\nwatch: {folder: incoming, settle_s: 0}\nshard_tasks: 10\n"
+        "output_dir: results/x\n"
     )
     definitions = build_definitions(project.root)
     sensor = definitions.get_sensor_def(f"{project.name}_new_rollouts")
@@ -46,6 +47,13 @@ def test_sensor_waits_for_the_inputs_beside_new_rollouts(tmp_path: Path, instanc
     shutil.copy(project.rollouts, incoming / "rollouts.jsonl")
     assert tick().skip_message.startswith("no new shards"), "a pair still being written is not a source yet"
     shutil.copy(project.inputs, incoming / "rollouts_materialized_inputs.jsonl")
+    project.rescoring_file.write_text(project.rescoring_file.read_text().replace("settle_s: 0", "settle_s: 3600"))
+    definitions = build_definitions(project.root)
+    sensor = definitions.get_sensor_def(f"{project.name}_new_rollouts")
+    assert tick().skip_message.startswith("no new shards"), "a pair that changed a moment ago may still be growing"
+    project.rescoring_file.write_text(project.rescoring_file.read_text().replace("settle_s: 3600", "settle_s: 0"))
+    definitions = build_definitions(project.root)
+    sensor = definitions.get_sensor_def(f"{project.name}_new_rollouts")
     data = tick()
     assert [r.partition_key for r in data.run_requests] == ["run-8.s00000", "run-8.s00001"]
     [request] = data.dynamic_partitions_requests

@@ -276,3 +276,23 @@ def test_merge_lineage_and_mixed_provenance_check(tmp_path: Path) -> None:
     assert metadata["rows"] == 10 and metadata["seeded this run"] == 6 and metadata["recovered this run"] == 4
     evaluation = latest_check(instance, "merged_rollouts", "one_verifier_config")
     assert evaluation.passed is False and evaluation.severity == dg.AssetCheckSeverity.WARN
+
+
+def test_recovery_never_re_judges_a_key_that_later_succeeded(tmp_path: Path) -> None:
+    with FakeVerifier() as server:
+        inputs, _, first = judge_outage_run(tmp_path, server)
+        # A key that failed the judge once and succeeded on a later attempt: in both files.
+        success = read_jsonl(first)[0]
+        sidecar = first.with_name("rollouts_failures.jsonl")
+        with open(sidecar, "ab") as fh:
+            fh.write(orjson.dumps({**success, "_ng_failure_class": "judge_failed", "reward": 0.0}) + b"\n")
+        before = server.stats.verify_calls
+        merged = tmp_path / "merged.jsonl"
+        result = run(tmp_path, server, inputs, first, merged, "--judge-failed-only")
+        assert server.stats.verify_calls - before == 4, "only the 4 keys that never succeeded"
+    assert result.returncode == 0, result.stderr
+    rows = read_jsonl(merged)
+    key = (success["_ng_task_index"], success["_ng_rollout_index"])
+    assert [r for r in rows if (r["_ng_task_index"], r["_ng_rollout_index"]) == key] == [success]
+    keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
+    assert keys == sorted(keys) and len(keys) == 10, "a fresh recovery output is sorted, every key once"

@@ -134,3 +134,29 @@ def test_seeded_and_recovered_rows_of_one_agent_form_one_entry() -> None:
     assert [(g.label, g.rows) for g in groups] == [("mcqa_environment_server", 2), ("other", 1)]
     for group in groups:
         group.body.close()
+
+
+def test_a_second_writer_of_one_output_is_refused(tmp_path: Path) -> None:
+    from reverify_assets.errors import ReverifyError
+    from reverify_assets.lib.output_lock import exclusive_output
+
+    output = tmp_path / "o.jsonl"
+    with exclusive_output(output):
+        with pytest.raises(ReverifyError, match=r"another run is writing .*o.jsonl"):
+            with exclusive_output(output):
+                pass
+    with exclusive_output(output):  # released when the first run ends
+        pass
+
+
+def test_reading_back_a_row_that_moved_is_an_error(tmp_path: Path) -> None:
+    from reverify_assets.errors import ReverifyError
+    from reverify_assets.pipeline.row_source import PairReader
+
+    inputs = jsonl(tmp_path / "i.jsonl", [key(0), key(1)])
+    rollouts = jsonl(tmp_path / "r.jsonl", [key(0, response={}), key(1, response={})])
+    offsets = scan_keys(rollouts).frame["offset"].to_list()
+    with PairReader(inputs, rollouts) as pairs:
+        assert pairs.payload((1, 0), (scan_keys(inputs).frame["offset"][1], 2), (offsets[1], 2))["response"] == {}
+        with pytest.raises(ReverifyError, match=r"r.jsonl:1: expected the row of \(task 1, rollout 0\)"):
+            pairs.payload((1, 0), (scan_keys(inputs).frame["offset"][1], 2), (offsets[0], 1))
