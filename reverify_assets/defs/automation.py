@@ -49,7 +49,12 @@ def new_rollouts_sensor(variants: Sequence[RescoringDefs], *, interval_s: int = 
 
 
 def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
-    """Each tick: one run per stale, missing or failed shard; once every shard is current, the aggregate."""
+    """Each tick: one run per stale or missing shard; when none is left (or running), the aggregate.
+
+    Failed shards are not re-queued every night: a shard that fails for a lasting reason (a join gap,
+    rows at their maximum attempts) would be retried for nothing and would hold the aggregate back
+    for ever. The failure sensor reports them; `reverify backfill NAME --failed` retries them.
+    """
     schedule_spec = rescoring.spec.schedule
     if schedule_spec is None:
         return None
@@ -59,11 +64,11 @@ def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
         cron_schedule=schedule_spec.cron,
         execution_timezone=schedule_spec.timezone,
         job=rescoring.shard_job,
-        description="Re-scores the shards a verifier change made stale, new shards and failed ones.",
+        description="Re-scores the shards a verifier change made stale and new shards, then the aggregate.",
     )
     def schedule(context: dg.ScheduleEvaluationContext) -> Sequence[dg.RunRequest] | dg.SkipReason:
         status = shard_status(context.instance, rescoring.reverified_key, rescoring.shards, rescoring.setup.config_hash)
-        todo = status.needing_work(ShardState.STALE, ShardState.MISSING, ShardState.FAILED)
+        todo = status.needing_work(ShardState.STALE, ShardState.MISSING)
         tick = int(context.scheduled_execution_time.timestamp()) if context.scheduled_execution_time else 0
         if todo:
             return [dg.RunRequest(partition_key=key, run_key=f"{key}:{tick}") for key in todo]
