@@ -26,10 +26,10 @@ from reverify_assets.defs.handles import (
     PlanHandle,
     content_version,
     work_dir,
-    write_parquet_atomic,
 )
 from reverify_assets.defs.metadata import aggregate_metadata, sidecar_metadata, verification_metadata
 from reverify_assets.defs.resources import RescoringResource
+from reverify_assets.lib.atomic_files import write_parquet_atomic
 from reverify_assets.lib.file_names import aggregate_metrics_path
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.judge_recovery import index_judge_failures, source_failures_path

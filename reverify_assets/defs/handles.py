@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import polars as pl
 from pydantic import BaseModel
 
 
@@ -40,12 +38,6 @@ def work_dir(context: dg.AssetExecutionContext) -> Path:
     path = Path(context.instance.root_directory) / "reverify_work" / context.run_id
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.write_parquet(tmp)
-    os.replace(tmp, path)
 
 
 def content_version(*paths: Path) -> dg.DataVersion:

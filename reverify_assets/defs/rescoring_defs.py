@@ -19,9 +19,10 @@ import dagster as dg
 import polars as pl
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from reverify_assets.defs.handles import OutputHandle, PlanHandle, content_version, write_parquet_atomic
+from reverify_assets.defs.handles import OutputHandle, PlanHandle, content_version
 from reverify_assets.defs.metadata import aggregate_metadata, key_metrics_table, sidecar_metadata
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_atomic
 from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
@@ -330,9 +331,7 @@ def restart_if_data_changed(output: Path, fingerprint: str) -> None:
         for stale in (output, sidecar_path(output)):
             stale.unlink(missing_ok=True)
     marker.parent.mkdir(parents=True, exist_ok=True)
-    tmp = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
-    tmp.write_text(fingerprint + "\n")
-    os.replace(tmp, marker)
+    write_bytes_atomic(marker, f"{fingerprint}\n".encode())
 
 
 def _gated_shards(layout: RescoringLayout, registered: list[str], limit: float) -> tuple[list[str], dict[str, str]]:

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.atomic_files import temporary_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,13 @@ def parse_row(raw: bytes, path: Path | str, line_no: int) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise ReverifyError(f"{path}:{line_no}: expected a JSON object, found {type(row).__name__}")
     return row
+
+
+def read_line_at(fh: BinaryIO, offset: int) -> bytes:
+    """The stored line at ``offset``, byte for byte, newline-terminated (a file's last line may lack one)."""
+    fh.seek(offset)
+    line = fh.readline()
+    return line if line.endswith(b"\n") else line + b"\n"
 
 
 def read_row_at(fh: BinaryIO, offset: int, path: Path | str, line_no: int) -> dict[str, Any]:
@@ -97,7 +105,7 @@ class AtomicWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self._tmp = temporary_name(path)
         self._fh: BinaryIO | None = None
 
     def __enter__(self) -> BinaryIO:

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from reverify_assets.lib.file_names import sidecar_path
-from reverify_assets.lib.jsonl import iter_jsonl
+from reverify_assets.lib.jsonl import iter_jsonl, read_line_at
 from reverify_assets.lib.key_index import INDEX_SCHEMA, KEY_COLUMNS, KeyIndex
 from reverify_assets.lib.keys import row_key
 from reverify_assets.lib.result_routing import FAILURE_CLASS_FIELD
@@ -57,6 +57,4 @@ def iter_seed_lines(path: Path, seeds: pl.DataFrame) -> Iterator[bytes]:
     """The chosen lines of ``path``, exactly as stored, newline-terminated."""
     with open(path, "rb") as fh:
         for offset in seeds["offset"]:
-            fh.seek(offset)
-            line = fh.readline()
-            yield line if line.endswith(b"\n") else line + b"\n"
+            yield read_line_at(fh, offset)

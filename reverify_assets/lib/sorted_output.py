@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from reverify_assets.lib.jsonl import AtomicWriter
+from reverify_assets.lib.jsonl import AtomicWriter, read_line_at
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 
 COPY_BATCH = 1024
@@ -26,9 +26,7 @@ def sort_by_key(path: Path) -> bool:
     with open(path, "rb") as source, AtomicWriter(path) as target:
         batch = []
         for offset in ordered:
-            source.seek(offset)
-            line = source.readline()
-            batch.append(line if line.endswith(b"\n") else line + b"\n")
+            batch.append(read_line_at(source, offset))
             if len(batch) >= COPY_BATCH:
                 target.write(b"".join(batch))
                 batch.clear()

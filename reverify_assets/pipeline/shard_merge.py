@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import AtomicWriter, parse_row
+from reverify_assets.lib.jsonl import AtomicWriter, parse_row, read_line_at
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.lib.keys import describe_key
 
@@ -33,12 +33,11 @@ def index_shards(shards: Sequence[Path]) -> pl.DataFrame:
 
 
 def iter_raw_lines(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[tuple[bytes, Path, int]]:
+    """(line with its newline, shard path, line number) in the index's order."""
     handles = [open(path, "rb") for path in shards]
     try:
         for shard, offset, line in index.select("shard", "offset", "line").iter_rows():
-            handle = handles[shard]
-            handle.seek(offset)
-            yield handle.readline().rstrip(b"\r\n"), shards[shard], line
+            yield read_line_at(handles[shard], offset), shards[shard], line
     finally:
         for handle in handles:
             handle.close()
@@ -46,11 +45,11 @@ def iter_raw_lines(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[tupl
 
 def iter_rows(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[dict[str, Any]]:
     for raw, path, line in iter_raw_lines(index, shards):
-        yield parse_row(raw, path, line)
+        yield parse_row(raw.rstrip(b"\r\n"), path, line)
 
 
 def write_merged(index: pl.DataFrame, shards: Sequence[Path], output: Path) -> None:
     """Rows are copied verbatim, byte for byte: merging never re-serialises a result."""
     with AtomicWriter(output) as fh:
         for raw, _, _ in iter_raw_lines(index, shards):
-            fh.write(raw + b"\n")
+            fh.write(raw)

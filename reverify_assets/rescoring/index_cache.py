@@ -7,13 +7,13 @@ file; caching the index (keyed by path, size and modification time) makes that a
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import polars as pl
 
+from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_atomic
 from reverify_assets.lib.key_index import KeyIndex
 from reverify_assets.pipeline.preparation import InputsIndex, scan_inputs, scan_rollouts
 
@@ -39,8 +39,8 @@ class IndexCache:
             return InputsIndex(KeyIndex(path, frame.drop("route")), frame["route"], routes)
         index = scan_inputs(path, reject_duplicates=False)  # reported per shard by an asset check
         self.folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(routes_path, orjson.dumps(index.routes))
-        _write_parquet_atomic(index.keys.frame.with_columns(index.route_of_row), frame_path)
+        write_bytes_atomic(routes_path, orjson.dumps(index.routes))
+        write_parquet_atomic(index.keys.frame.with_columns(index.route_of_row), frame_path)
         return index
 
     def rollouts(self, path: Path) -> KeyIndex:
@@ -49,17 +49,5 @@ class IndexCache:
             return KeyIndex(path, pl.read_parquet(frame_path))
         index = scan_rollouts(path, reject_duplicates=False)
         self.folder.mkdir(parents=True, exist_ok=True)
-        _write_parquet_atomic(index.frame, frame_path)
+        write_parquet_atomic(index.frame, frame_path)
         return index
-
-
-def _write_atomic(path: Path, content: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(content)
-    os.replace(tmp, path)
-
-
-def _write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    frame.write_parquet(tmp)
-    os.replace(tmp, path)

@@ -1,0 +1,25 @@
+"""Whole files written under a temporary name in the same folder and moved into place in one step."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+
+
+def temporary_name(path: Path) -> Path:
+    """Hidden, in the same folder (so the rename is atomic), and per process (so writers never share one)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_bytes_atomic(path: Path, content: bytes) -> None:
+    tmp = temporary_name(path)
+    tmp.write_bytes(content)
+    os.replace(tmp, path)
+
+
+def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
+    tmp = temporary_name(path)
+    frame.write_parquet(tmp)
+    os.replace(tmp, path)
