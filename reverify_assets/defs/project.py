@@ -8,6 +8,7 @@ import dagster as dg
 
 from reverify_assets.defs.assets import ALL_ASSETS
 from reverify_assets.defs.automation import new_rollouts_sensor, rescore_schedule, shard_failure_sensor
+from reverify_assets.defs.materialization import RECOVERY_FLOW, RESCORING_FLOW
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.rescoring.spec import load_rescorings
@@ -26,7 +27,15 @@ def build_definitions(root: Path) -> dg.Definitions:
     schedules = [s for r in rescorings if (s := rescore_schedule(r)) is not None]
     return dg.Definitions(
         assets=[*ALL_ASSETS, *(asset for r in rescorings for asset in r.assets)],
-        jobs=[job for r in rescorings for job in (r.shard_job, r.aggregate_job)],
+        jobs=[
+            # What `reverify run` and `reverify run --judge-failed-only` materialize, launchable from the UI
+            # (materializing every asset at once would run both flows on one output).
+            dg.define_asset_job("reverify_run", selection=[*RESCORING_FLOW.selection, RESCORING_FLOW.metrics_asset]),
+            dg.define_asset_job(
+                "reverify_judge_recovery", selection=[*RECOVERY_FLOW.selection, RECOVERY_FLOW.metrics_asset]
+            ),
+            *(job for r in rescorings for job in (r.shard_job, r.aggregate_job)),
+        ],
         schedules=schedules,
         sensors=[*(new_rollouts_sensor(variants) for variants in per_file), shard_failure_sensor(rescorings)],
         resources={
