@@ -13,72 +13,47 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.cli import CONFORMANCE, REVERIFY, ROOT, read_jsonl, run_reverify, write_jsonl
+from tests.support.cli import (
+    CONFORMANCE_ROLLOUTS,
+    MCQA_CONFIG,
+    REVERIFY,
+    ROOT,
+    read_jsonl,
+    run_args,
+    run_mcqa,
+    run_reverify,
+    server_children,
+    start_reverify,
+    write_jsonl,
+)
 from tests.support.fake_verifier import FakeVerifier
 from tests.support.instance import latest_materialization, open_instance
 
 pytestmark = pytest.mark.slow
-MCQA_CONFIG = ROOT / "configs" / "mcqa.yaml"
-INPUTS = CONFORMANCE / "rollouts_materialized_inputs.jsonl"
-ROLLOUTS = CONFORMANCE / "rollouts.jsonl"
 LENIENT = "++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"
 
 
-def server_children() -> list[str]:
-    found = subprocess.run(["pgrep", "-f", "reverify_assets.servers.child_process"], capture_output=True, text=True)
-    return found.stdout.split()
+def aggregate_mcqa(input_glob: str, output: Path, *flags: str, home: Path):
+    return run_reverify(
+        "aggregate", "--config", MCQA_CONFIG, "--input-glob", input_glob, "--output", output, *flags, home=home
+    )
 
 
 def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None:
     home = tmp_path / "h"
-    whole = run_reverify(
-        "run",
-        "--config",
-        MCQA_CONFIG,
-        "--inputs",
-        INPUTS,
-        "--rollouts",
-        ROLLOUTS,
-        "--output",
-        tmp_path / "whole.jsonl",
-        LENIENT,
-        home=home,
-    )
+    whole = run_mcqa(tmp_path / "whole.jsonl", LENIENT, home=home)
     assert whole.returncode == 0, whole.stderr
-    rows = read_jsonl(ROLLOUTS)
+    rows = read_jsonl(CONFORMANCE_ROLLOUTS)
     shards = tmp_path / "shards"
     shards.mkdir()
     # Two shards with tasks split unevenly and out of order, as users split a rollouts file.
     halves = [[r for r in rows if r["_ng_task_index"] % 3 == 0], [r for r in rows if r["_ng_task_index"] % 3 != 0]]
     for number, half in enumerate(halves):
         part = write_jsonl(tmp_path / f"part{number}.jsonl", half)
-        done = run_reverify(
-            "run",
-            "--config",
-            MCQA_CONFIG,
-            "--inputs",
-            INPUTS,
-            "--rollouts",
-            part,
-            "--output",
-            shards / f"rs-shard{number}.jsonl",
-            "--disable-aggregation",
-            LENIENT,
-            home=home,
-        )
+        done = run_mcqa(shards / f"rs-shard{number}.jsonl", "--disable-aggregation", LENIENT, rollouts=part, home=home)
         assert done.returncode == 0, done.stderr
     merged = tmp_path / "merged.jsonl"
-    result = run_reverify(
-        "aggregate",
-        "--config",
-        MCQA_CONFIG,
-        "--input-glob",
-        f"{shards}/rs-shard*.jsonl",
-        "--output",
-        merged,
-        LENIENT,
-        home=home,
-    )
+    result = aggregate_mcqa(f"{shards}/rs-shard*.jsonl", merged, LENIENT, home=home)
     assert result.returncode == 0, result.stderr
     assert merged.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
     ours = orjson.loads((tmp_path / "merged_aggregate_metrics.json").read_bytes())
@@ -86,17 +61,8 @@ def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None
     assert ours == reference
 
     unmerged = tmp_path / "unmerged.jsonl"
-    result = run_reverify(
-        "aggregate",
-        "--config",
-        MCQA_CONFIG,
-        "--input-glob",
-        f"{shards}/rs-shard1.jsonl,{shards}/*.jsonl",
-        "--output",
-        unmerged,
-        LENIENT,
-        "++merge_shards=false",
-        home=home,
+    result = aggregate_mcqa(
+        f"{shards}/rs-shard1.jsonl,{shards}/*.jsonl", unmerged, LENIENT, "++merge_shards=false", home=home
     )
     assert result.returncode == 0, result.stderr
     assert not unmerged.exists()
@@ -104,16 +70,7 @@ def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None
 
 
 def test_aggregate_with_no_matching_shard_is_an_error(tmp_path: Path) -> None:
-    result = run_reverify(
-        "aggregate",
-        "--config",
-        MCQA_CONFIG,
-        "--input-glob",
-        f"{tmp_path}/none*.jsonl",
-        "--output",
-        tmp_path / "m.jsonl",
-        home=tmp_path / "h",
-    )
+    result = aggregate_mcqa(f"{tmp_path}/none*.jsonl", tmp_path / "m.jsonl", home=tmp_path / "h")
     assert result.returncode == 1
     assert "No shards matched" in result.stderr
 
@@ -160,21 +117,9 @@ def test_ctrl_c_stops_the_started_server(tmp_path: Path) -> None:
             "b:\n  responses_api_agents:\n    simple_agent:\n      resources_server: {name: mcqa}\n"
         )
         before = set(server_children())
-        env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "h")}
-        process = subprocess.Popen(
-            [
-                REVERIFY,
-                "run",
-                "--config",
-                str(config),
-                "--inputs",
-                str(inputs),
-                "--rollouts",
-                str(rollouts),
-                "--output",
-                str(tmp_path / "o.jsonl"),
-            ],
-            env=env,
+        process = start_reverify(
+            *run_args(config, inputs, rollouts, tmp_path / "o.jsonl"),
+            home=tmp_path / "h",
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -191,19 +136,7 @@ def test_ctrl_c_stops_the_started_server(tmp_path: Path) -> None:
 
 def test_cli_runs_are_dagster_materializations_with_lineage_metadata(tmp_path: Path) -> None:
     home = tmp_path / "h"
-    result = run_reverify(
-        "run",
-        "--config",
-        MCQA_CONFIG,
-        "--inputs",
-        INPUTS,
-        "--rollouts",
-        ROLLOUTS,
-        "--output",
-        tmp_path / "rs.jsonl",
-        LENIENT,
-        home=home,
-    )
+    result = run_mcqa(tmp_path / "rs.jsonl", LENIENT, home=home)
     assert result.returncode == 0, result.stderr
     instance = open_instance(home)
     rows, _ = latest_materialization(instance, "reverified_rows")

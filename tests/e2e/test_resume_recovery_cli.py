@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -13,7 +12,19 @@ import orjson
 import pytest
 
 from reverify_assets.defs.assets import merged_rollouts
-from tests.support.cli import REVERIFY, fake_dataset, read_jsonl, run_reverify, url_config
+from tests.support.cli import (
+    MCQA_CONFIG,
+    fake_dataset,
+    read_jsonl,
+    row_key,
+    row_keys,
+    run_against,
+    run_args,
+    run_with_config,
+    server_children,
+    start_reverify,
+    url_config,
+)
 from tests.support.fake_verifier import FakeVerifier
 from tests.support.instance import latest_check, latest_materialization, open_instance
 
@@ -21,38 +32,22 @@ pytestmark = pytest.mark.slow
 
 
 def by_key(rows: list[dict]) -> dict[tuple[int, int], float]:
-    keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
+    keys = row_keys(rows)
     assert len(keys) == len(set(keys)), "a key appears twice"
     return {k: r["reward"] for k, r in zip(keys, rows, strict=True)}
-
-
-def run(tmp_path: Path, server: FakeVerifier, inputs: Path, rollouts: Path, output: Path, *flags: str):
-    return run_reverify(
-        "run",
-        "--config",
-        url_config(tmp_path, server.url),
-        "--inputs",
-        inputs,
-        "--rollouts",
-        rollouts,
-        "--output",
-        output,
-        *flags,
-        home=tmp_path / "h",
-    )
 
 
 def test_resume_finishes_a_partial_run_and_aggregates_everything(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok", "wrong", "ok", "wrong", "ok"])
     clean, partial = tmp_path / "clean.jsonl", tmp_path / "partial.jsonl"
     with FakeVerifier() as server:
-        assert run(tmp_path, server, inputs, rollouts, clean).returncode == 0
+        assert run_against(tmp_path, server, inputs, rollouts, clean).returncode == 0
         full = clean.read_bytes().splitlines(keepends=True)
         # A run that died after 4 rows, mid-way through the fifth.
         partial.write_bytes(b"".join(full[:4]) + full[4][:30])
         (tmp_path / "partial_failures.jsonl").write_bytes(b"")
         calls_before = server.stats.verify_calls
-        result = run(tmp_path, server, inputs, rollouts, partial, "--resume", "--overwrite")
+        result = run_against(tmp_path, server, inputs, rollouts, partial, "--resume", "--overwrite")
         assert server.stats.verify_calls - calls_before == 6, "only the 6 missing rows are verified again"
     assert result.returncode == 0, result.stderr
     assert "dropped an incomplete last line" in result.stderr
@@ -65,7 +60,7 @@ def test_resume_finishes_a_partial_run_and_aggregates_everything(tmp_path: Path)
 def test_resume_without_earlier_files_is_a_plain_run(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok"])
     with FakeVerifier() as server:
-        result = run(tmp_path, server, inputs, rollouts, tmp_path / "o.jsonl", "--resume")
+        result = run_against(tmp_path, server, inputs, rollouts, tmp_path / "o.jsonl", "--resume")
     assert result.returncode == 0, result.stderr
     assert "Skipping resume_from_cache because cache paths don't exist!" in result.stderr
     assert len(read_jsonl(tmp_path / "o.jsonl")) == 2
@@ -75,12 +70,14 @@ def test_resume_retries_failures_until_max_attempts(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["http500", "ok"])
     output = tmp_path / "o.jsonl"
     with FakeVerifier() as server:
-        assert run(tmp_path, server, inputs, rollouts, output).returncode == 0
+        assert run_against(tmp_path, server, inputs, rollouts, output).returncode == 0
         first = server.stats.verify_calls
-        assert run(tmp_path, server, inputs, rollouts, output, "--resume").returncode == 0
+        assert run_against(tmp_path, server, inputs, rollouts, output, "--resume").returncode == 0
         assert server.stats.verify_calls - first == 8, "2 failed keys x 4 tries each"
         second = server.stats.verify_calls
-        assert run(tmp_path, server, inputs, rollouts, output, "--resume", "--max-attempts", "2").returncode == 0
+        assert (
+            run_against(tmp_path, server, inputs, rollouts, output, "--resume", "--max-attempts", "2").returncode == 0
+        )
         assert server.stats.verify_calls == second, "both keys now have 2 sidecar rows: skipped"
     assert len(read_jsonl(tmp_path / "o_failures.jsonl")) == 4
 
@@ -89,8 +86,8 @@ def test_limit_counts_before_the_resume_filter(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok"] * 5)
     output = tmp_path / "o.jsonl"
     with FakeVerifier() as server:
-        assert run(tmp_path, server, inputs, rollouts, output, "--limit", "4").returncode == 0
-        result = run(tmp_path, server, inputs, rollouts, output, "--limit", "6", "--resume")
+        assert run_against(tmp_path, server, inputs, rollouts, output, "--limit", "4").returncode == 0
+        result = run_against(tmp_path, server, inputs, rollouts, output, "--limit", "6", "--resume")
         assert server.stats.verify_calls == 6
     assert "  4 rows already in the output" in result.stderr and "  2 rows that still need to be run" in result.stderr
     assert len(read_jsonl(output)) == 6
@@ -112,27 +109,12 @@ def test_kill_minus_nine_then_resume_equals_an_uninterrupted_run(tmp_path: Path)
     clean, output = tmp_path / "clean.jsonl", tmp_path / "killed.jsonl"
     # 120 rows, 4 at a time, 50 ms each: a 1.5 s run, long enough to kill at a chosen line.
     with FakeVerifier(latency_s=0.05) as server:
-        assert run(tmp_path, server, inputs, rollouts, clean, "--concurrency", "4").returncode == 0
-        env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "h")}
+        assert run_against(tmp_path, server, inputs, rollouts, clean, "--concurrency", "4").returncode == 0
         config = url_config(tmp_path, server.url)
         for kill_at, flags in ((10, []), (40, ["--resume"]), (80, ["--resume"])):
-            process = subprocess.Popen(
-                [
-                    REVERIFY,
-                    "run",
-                    "--config",
-                    str(config),
-                    "--inputs",
-                    str(inputs),
-                    "--rollouts",
-                    str(rollouts),
-                    "--output",
-                    str(output),
-                    "--concurrency",
-                    "4",
-                    *flags,
-                ],
-                env=env,
+            process = start_reverify(
+                *run_args(config, inputs, rollouts, output, "--concurrency", "4", *flags),
+                home=tmp_path / "h",
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -140,7 +122,7 @@ def test_kill_minus_nine_then_resume_equals_an_uninterrupted_run(tmp_path: Path)
             content = output.read_bytes()
             assert content.endswith(b"\n"), "a killed run leaves whole lines only"
             assert kill_at <= content.count(b"\n") < 120
-        result = run(tmp_path, server, inputs, rollouts, output, "--resume", "--concurrency", "4")
+        result = run_against(tmp_path, server, inputs, rollouts, output, "--resume", "--concurrency", "4")
     assert result.returncode == 0, result.stderr
     assert by_key(read_jsonl(output)) == by_key(read_jsonl(clean))
     assert (tmp_path / "killed_aggregate_metrics.json").exists()
@@ -151,29 +133,16 @@ def test_kill_minus_nine_leaves_no_builtin_server_behind(tmp_path: Path) -> None
 
     inputs, rollouts = write_mcqa_dataset(tmp_path / "data", SyntheticSpec(tasks=1500, rollouts_per_task=4))
     output = tmp_path / "o.jsonl"
-    config = Path(__file__).resolve().parents[2] / "configs" / "mcqa.yaml"
-    process = subprocess.Popen(
-        [
-            REVERIFY,
-            "run",
-            "--config",
-            str(config),
-            "--inputs",
-            str(inputs),
-            "--rollouts",
-            str(rollouts),
-            "--output",
-            str(output),
-        ],
-        env={**os.environ, "DAGSTER_HOME": str(tmp_path / "h")},
+    process = start_reverify(
+        *run_args(MCQA_CONFIG, inputs, rollouts, output),
+        home=tmp_path / "h",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     _kill_when(output, process, 1)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        found = subprocess.run(["pgrep", "-f", "reverify_assets.servers.child_process"], capture_output=True, text=True)
-        children = [pid for pid in found.stdout.split() if _parent_was(pid, process.pid)]
+        children = [pid for pid in server_children() if _parent_was(pid, process.pid)]
         if not children:
             break
         time.sleep(0.2)
@@ -192,7 +161,7 @@ def judge_outage_run(tmp_path: Path, server: FakeVerifier) -> tuple[Path, Path, 
     inputs, rollouts = fake_dataset(tmp_path, ["ok", "judge", "wrong", "judge", "ok"])
     first = tmp_path / "run1" / "rollouts.jsonl"
     server.judge_down = True
-    result = run(tmp_path, server, inputs, rollouts, first)
+    result = run_against(tmp_path, server, inputs, rollouts, first)
     server.judge_down = False
     assert result.returncode == 0, result.stderr
     assert len(read_jsonl(first)) == 6 and len(read_jsonl(first.with_name("rollouts_failures.jsonl"))) == 4
@@ -204,10 +173,10 @@ def test_judge_failed_only_recovers_to_the_clean_result_and_is_idempotent(tmp_pa
         inputs, rollouts, first = judge_outage_run(tmp_path, server)
         server.reverify_mode = "unknown"  # recovery skips the guard; a fresh run needs --force
         clean = tmp_path / "clean.jsonl"
-        assert run(tmp_path, server, inputs, rollouts, clean, "--force").returncode == 0
+        assert run_against(tmp_path, server, inputs, rollouts, clean, "--force").returncode == 0
         merged = tmp_path / "recovered.jsonl"
         before = server.stats.verify_calls
-        result = run(tmp_path, server, inputs, first, merged, "--judge-failed-only")
+        result = run_against(tmp_path, server, inputs, first, merged, "--judge-failed-only")
         assert server.stats.verify_calls - before == 4, "only the judge failures are re-judged"
         assert result.returncode == 0, result.stderr
         assert "merges two sources" in result.stderr
@@ -223,7 +192,7 @@ def test_judge_failed_only_recovers_to_the_clean_result_and_is_idempotent(tmp_pa
         # --append onto the run's own rollouts file completes it in place; a second time adds nothing.
         for attempt in range(2):
             before = server.stats.verify_calls
-            result = run(tmp_path, server, inputs, first, first, "--judge-failed-only", "--append")
+            result = run_against(tmp_path, server, inputs, first, first, "--judge-failed-only", "--append")
             assert result.returncode == 0, result.stderr
             assert server.stats.verify_calls - before == (4 if attempt == 0 else 0)
         assert "Nothing to be re-verified" in result.stderr
@@ -233,9 +202,9 @@ def test_judge_failed_only_recovers_to_the_clean_result_and_is_idempotent(tmp_pa
 def test_recovery_errors_come_first(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok"])
     with FakeVerifier() as server:
-        missing = run(tmp_path, server, inputs, rollouts, tmp_path / "out" / "m.jsonl", "--judge-failed-only")
-        alone = run(tmp_path, server, inputs, rollouts, tmp_path / "m.jsonl", "--append")
-        both = run(
+        missing = run_against(tmp_path, server, inputs, rollouts, tmp_path / "out" / "m.jsonl", "--judge-failed-only")
+        alone = run_against(tmp_path, server, inputs, rollouts, tmp_path / "m.jsonl", "--append")
+        both = run_against(
             tmp_path, server, inputs, rollouts, tmp_path / "m.jsonl", "--judge-failed-only", "--append", "--overwrite"
         )
         assert server.stats.verify_calls == 0
@@ -255,18 +224,8 @@ def test_merge_lineage_and_mixed_provenance_check(tmp_path: Path) -> None:
         other.write_text(
             f"fake:\n  resources_servers:\n    some_verifier:\n      url: {server.url}\n      strict: true\n"
         )
-        result = run_reverify(
-            "run",
-            "--config",
-            other,
-            "--inputs",
-            inputs,
-            "--rollouts",
-            first,
-            "--output",
-            tmp_path / "merged.jsonl",
-            "--judge-failed-only",
-            home=tmp_path / "h",
+        result = run_with_config(
+            other, inputs, first, tmp_path / "merged.jsonl", "--judge-failed-only", home=tmp_path / "h"
         )
     assert result.returncode == 0, result.stderr
     instance = open_instance(tmp_path / "h")
@@ -288,11 +247,10 @@ def test_recovery_never_re_judges_a_key_that_later_succeeded(tmp_path: Path) -> 
             fh.write(orjson.dumps({**success, "_ng_failure_class": "judge_failed", "reward": 0.0}) + b"\n")
         before = server.stats.verify_calls
         merged = tmp_path / "merged.jsonl"
-        result = run(tmp_path, server, inputs, first, merged, "--judge-failed-only")
+        result = run_against(tmp_path, server, inputs, first, merged, "--judge-failed-only")
         assert server.stats.verify_calls - before == 4, "only the 4 keys that never succeeded"
     assert result.returncode == 0, result.stderr
     rows = read_jsonl(merged)
-    key = (success["_ng_task_index"], success["_ng_rollout_index"])
-    assert [r for r in rows if (r["_ng_task_index"], r["_ng_rollout_index"]) == key] == [success]
-    keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
+    assert [r for r in rows if row_key(r) == row_key(success)] == [success]
+    keys = row_keys(rows)
     assert keys == sorted(keys) and len(keys) == 10, "a fresh recovery output is sorted, every key once"

@@ -7,32 +7,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.cli import fake_dataset, read_jsonl, run_reverify, url_config
+from tests.support.cli import fake_dataset, read_jsonl, row_keys, run_against
 from tests.support.fake_verifier import FakeVerifier
 
 pytestmark = pytest.mark.slow
-
-
-def keys(rows: list[dict]) -> list[tuple[int, int]]:
-    return [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
 
 
 @pytest.mark.parametrize("mode", ["unknown", "unsupported"])
 def test_guard_refuses_servers_not_declared_stateless(tmp_path: Path, mode: str) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok"])
     with FakeVerifier(reverify_mode=mode) as server:
-        result = run_reverify(
-            "run",
-            "--config",
-            url_config(tmp_path, server.url),
-            "--inputs",
-            inputs,
-            "--rollouts",
-            rollouts,
-            "--output",
-            tmp_path / "out" / "rs.jsonl",
-            home=tmp_path / "h",
-        )
+        result = run_against(tmp_path, server, inputs, rollouts, tmp_path / "out" / "rs.jsonl")
         assert server.stats.verify_calls == 0
     assert result.returncode == 1, result.stderr
     assert "Resource server(s) ['fake'] have reverify_mode=UNSUPPORTED or UNKNOWN" in result.stderr
@@ -42,19 +27,7 @@ def test_guard_refuses_servers_not_declared_stateless(tmp_path: Path, mode: str)
 def test_force_writes_unsafe_files_and_warns_at_start_and_end(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok", "wrong"])
     with FakeVerifier(reverify_mode="unknown") as server:
-        result = run_reverify(
-            "run",
-            "--config",
-            url_config(tmp_path, server.url),
-            "--inputs",
-            inputs,
-            "--rollouts",
-            rollouts,
-            "--output",
-            tmp_path / "rs.jsonl",
-            "--force",
-            home=tmp_path / "h",
-        )
+        result = run_against(tmp_path, server, inputs, rollouts, tmp_path / "rs.jsonl", "--force")
     assert result.returncode == 0, result.stderr
     assert "WARNING" in result.stderr and "WARNING" in result.stdout
     assert sorted(p.name for p in tmp_path.glob("unsafe_*")) == [
@@ -69,26 +42,15 @@ def test_results_go_to_output_sidecar_or_nowhere(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok", "judge_failed", "no_persist", "http422", "wrong", "flaky"])
     output = tmp_path / "rs.jsonl"
     with FakeVerifier() as server:
-        result = run_reverify(
-            "run",
-            "--config",
-            url_config(tmp_path, server.url),
-            "--inputs",
-            inputs,
-            "--rollouts",
-            rollouts,
-            "--output",
-            output,
-            home=tmp_path / "h",
-        )
+        result = run_against(tmp_path, server, inputs, rollouts, output)
         attempts = server.stats.attempts_by_key
     assert result.returncode == 0, result.stderr
     main = read_jsonl(output)
-    assert keys(main) == [(0, 0), (0, 1), (4, 0), (4, 1), (5, 0), (5, 1)]  # sorted, flaky rows recovered
+    assert row_keys(main) == [(0, 0), (0, 1), (4, 0), (4, 1), (5, 0), (5, 1)]  # sorted, flaky rows recovered
     assert [r["reward"] for r in main] == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
     assert all(r["agent_ref"]["name"] == "agent_a" for r in main)
     sidecar = read_jsonl(tmp_path / "rs_failures.jsonl")
-    assert keys(sidecar) == [(1, 0), (1, 1), (3, 0), (3, 1)]
+    assert row_keys(sidecar) == [(1, 0), (1, 1), (3, 0), (3, 1)]
     assert [r["_ng_failure_class"] for r in sidecar] == ["judge_failed"] * 2 + ["verify_failed"] * 2
     assert (
         "HTTP 422" in sidecar[2]["_ng_failure_message"] and "grading_mode 'nope'" in sidecar[2]["_ng_failure_message"]
@@ -102,21 +64,10 @@ def test_results_go_to_output_sidecar_or_nowhere(tmp_path: Path) -> None:
 def test_a_server_that_keeps_failing_does_not_kill_the_run(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["http500", "ok"])
     with FakeVerifier() as server:
-        result = run_reverify(
-            "run",
-            "--config",
-            url_config(tmp_path, server.url),
-            "--inputs",
-            inputs,
-            "--rollouts",
-            rollouts,
-            "--output",
-            tmp_path / "rs.jsonl",
-            home=tmp_path / "h",
-        )
+        result = run_against(tmp_path, server, inputs, rollouts, tmp_path / "rs.jsonl")
         assert server.stats.attempts_by_key[(0, 0)] == 4
     assert result.returncode == 0, result.stderr
-    assert keys(read_jsonl(tmp_path / "rs.jsonl")) == [(1, 0), (1, 1)]
+    assert row_keys(read_jsonl(tmp_path / "rs.jsonl")) == [(1, 0), (1, 1)]
     failed = read_jsonl(tmp_path / "rs_failures.jsonl")
     assert [r["_ng_failure_message"] for r in failed] == ["HTTP 500: internal error (after 4 attempts)"] * 2
     assert "response" in failed[0], "the failure row keeps the response so a later run can retry it"
@@ -125,20 +76,7 @@ def test_a_server_that_keeps_failing_does_not_kill_the_run(tmp_path: Path) -> No
 def test_concurrency_bounds_requests_in_flight(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok"] * 20)
     with FakeVerifier(latency_s=0.05) as server:
-        result = run_reverify(
-            "run",
-            "--config",
-            url_config(tmp_path, server.url),
-            "--inputs",
-            inputs,
-            "--rollouts",
-            rollouts,
-            "--output",
-            tmp_path / "rs.jsonl",
-            "--concurrency",
-            "3",
-            home=tmp_path / "h",
-        )
+        result = run_against(tmp_path, server, inputs, rollouts, tmp_path / "rs.jsonl", "--concurrency", "3")
         assert server.stats.max_in_flight == 3
         assert server.stats.verify_calls == 40
     assert result.returncode == 0, result.stderr
@@ -147,18 +85,7 @@ def test_concurrency_bounds_requests_in_flight(tmp_path: Path) -> None:
 def test_server_without_aggregate_route_gets_our_baseline_metrics(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok", "wrong"])
     with FakeVerifier(aggregate=False) as server:
-        result = run_reverify(
-            "run",
-            "--config",
-            url_config(tmp_path, server.url),
-            "--inputs",
-            inputs,
-            "--rollouts",
-            rollouts,
-            "--output",
-            tmp_path / "rs.jsonl",
-            home=tmp_path / "h",
-        )
+        result = run_against(tmp_path, server, inputs, rollouts, tmp_path / "rs.jsonl")
     assert result.returncode == 0, result.stderr
     [entry] = orjson.loads((tmp_path / "rs_aggregate_metrics.json").read_bytes())
     assert entry["agent_ref"] == {"name": "agent_a"}
@@ -169,19 +96,7 @@ def test_server_without_aggregate_route_gets_our_baseline_metrics(tmp_path: Path
 def test_disable_aggregation_writes_no_metrics(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok"])
     with FakeVerifier() as server:
-        result = run_reverify(
-            "run",
-            "--config",
-            url_config(tmp_path, server.url),
-            "--inputs",
-            inputs,
-            "--rollouts",
-            rollouts,
-            "--output",
-            tmp_path / "rs.jsonl",
-            "--disable-aggregation",
-            home=tmp_path / "h",
-        )
+        result = run_against(tmp_path, server, inputs, rollouts, tmp_path / "rs.jsonl", "--disable-aggregation")
         assert server.stats.aggregate_calls == 0
     assert result.returncode == 0, result.stderr
     assert "reverify aggregate" in result.stdout

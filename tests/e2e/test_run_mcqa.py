@@ -10,38 +10,28 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.cli import CONFORMANCE, ROOT, read_jsonl, run_reverify, write_jsonl
+from tests.support.cli import (
+    CONFORMANCE,
+    CONFORMANCE_INPUTS,
+    CONFORMANCE_ROLLOUTS,
+    read_jsonl,
+    row_key,
+    row_keys,
+    run_mcqa,
+    write_jsonl,
+)
 
-MCQA_CONFIG = ROOT / "configs" / "mcqa.yaml"
-INPUTS = CONFORMANCE / "rollouts_materialized_inputs.jsonl"
-ROLLOUTS = CONFORMANCE / "rollouts.jsonl"
 MODES = ["strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon", "lenient_answer_colon_md"]
 
 
 def expected_by_key(mode: str) -> dict[tuple[int, int], dict]:
-    return {
-        (r["_ng_task_index"], r["_ng_rollout_index"]): r[mode]
-        for r in read_jsonl(CONFORMANCE / "expected_by_mode.jsonl")
-    }
+    return {row_key(r): r[mode] for r in read_jsonl(CONFORMANCE / "expected_by_mode.jsonl")}
 
 
 def run_mode(tmp_path: Path, mode: str | None) -> tuple[subprocess.CompletedProcess[str], Path]:
     output = tmp_path / f"{mode or 'row_default'}.jsonl"
     overrides = [f"++mcqa.resources_servers.mcqa.grading_mode={mode}"] if mode else []
-    result = run_reverify(
-        "run",
-        "--config",
-        MCQA_CONFIG,
-        "--inputs",
-        INPUTS,
-        "--rollouts",
-        ROLLOUTS,
-        "--output",
-        output,
-        *overrides,
-        home=tmp_path / "dagster_home",
-    )
-    return result, output
+    return run_mcqa(output, *overrides, home=tmp_path / "dagster_home"), output
 
 
 def assert_matches_nemo_gym(output: Path, column: str) -> None:
@@ -51,7 +41,7 @@ def assert_matches_nemo_gym(output: Path, column: str) -> None:
     mismatches = [
         (key, row["reward"], row["extracted_answer"], expected[key])
         for row in rows
-        if (key := (row["_ng_task_index"], row["_ng_rollout_index"]))
+        if (key := row_key(row))
         and (row["reward"], row["extracted_answer"]) != (expected[key]["reward"], expected[key]["extracted_answer"])
     ]
     assert not mismatches, mismatches[:5]
@@ -71,7 +61,7 @@ def test_lenient_boxed_run_matches_nemo_gym_row_for_row(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert_matches_nemo_gym(output, "lenient_boxed")
     rows = read_jsonl(output)
-    keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
+    keys = row_keys(rows)
     assert keys == sorted(keys), "a fresh run writes its output sorted by key"
     assert list(rows[0]) == [
         "responses_create_params",
@@ -114,19 +104,7 @@ def test_two_fresh_runs_are_byte_identical_and_existing_output_is_protected(tmp_
     assert refused.returncode == 1
     assert f"Output file already exists: '{output}'. Pass --overwrite" in refused.stderr
     assert output.read_bytes() == snapshot
-    again = run_reverify(
-        "run",
-        "--config",
-        MCQA_CONFIG,
-        "--inputs",
-        INPUTS,
-        "--rollouts",
-        ROLLOUTS,
-        "--output",
-        output,
-        "--overwrite",
-        home=tmp_path / "dagster_home",
-    )
+    again = run_mcqa(output, "--overwrite", home=tmp_path / "dagster_home")
     assert again.returncode == 0, again.stderr
     assert output.read_bytes() == snapshot
 
@@ -134,27 +112,14 @@ def test_two_fresh_runs_are_byte_identical_and_existing_output_is_protected(tmp_
 @pytest.mark.slow
 def test_limit_verifies_the_first_rows_of_the_rollouts_file(tmp_path: Path) -> None:
     output = tmp_path / "limited.jsonl"
-    result = run_reverify(
-        "run",
-        "--config",
-        MCQA_CONFIG,
-        "--inputs",
-        INPUTS,
-        "--rollouts",
-        ROLLOUTS,
-        "--output",
-        output,
-        "--limit",
-        "10",
-        home=tmp_path / "h",
-    )
+    result = run_mcqa(output, "--limit", "10", home=tmp_path / "h")
     assert result.returncode == 0, result.stderr
-    first_ten = {(r["_ng_task_index"], r["_ng_rollout_index"]) for r in read_jsonl(ROLLOUTS)[:10]}
-    assert {(r["_ng_task_index"], r["_ng_rollout_index"]) for r in read_jsonl(output)} == first_ten
+    first_ten = set(row_keys(read_jsonl(CONFORMANCE_ROLLOUTS)[:10]))
+    assert set(row_keys(read_jsonl(output))) == first_ten
 
 
 def broken_copy(tmp_path: Path, which: str, mutate) -> tuple[Path, Path]:
-    inputs, rollouts = read_jsonl(INPUTS), read_jsonl(ROLLOUTS)
+    inputs, rollouts = read_jsonl(CONFORMANCE_INPUTS), read_jsonl(CONFORMANCE_ROLLOUTS)
     lines = [orjson.dumps(r).decode() for r in (inputs if which == "inputs" else rollouts)]
     mutate(lines)
     target = tmp_path / ("inputs.jsonl" if which == "inputs" else "rollouts.jsonl")
@@ -193,18 +158,7 @@ def test_bad_input_is_reported_before_anything_starts(tmp_path: Path, which: str
     inputs, rollouts = broken_copy(tmp_path, which, mutate)
     output = tmp_path / "out" / "rs.jsonl"
     started = time.monotonic()
-    result = run_reverify(
-        "run",
-        "--config",
-        MCQA_CONFIG,
-        "--inputs",
-        inputs,
-        "--rollouts",
-        rollouts,
-        "--output",
-        output,
-        home=tmp_path / "h",
-    )
+    result = run_mcqa(output, inputs=inputs, rollouts=rollouts, home=tmp_path / "h")
     assert result.returncode == 1, result.stderr
     import re
 
@@ -224,18 +178,6 @@ def test_bad_input_is_reported_before_anything_starts(tmp_path: Path, which: str
     ],
 )
 def test_flag_and_config_errors(tmp_path: Path, args: list[str], code: int, message: str) -> None:
-    result = run_reverify(
-        "run",
-        "--config",
-        MCQA_CONFIG,
-        "--inputs",
-        INPUTS,
-        "--rollouts",
-        ROLLOUTS,
-        "--output",
-        tmp_path / "rs.jsonl",
-        *args,
-        home=tmp_path / "h",
-    )
+    result = run_mcqa(tmp_path / "rs.jsonl", *args, home=tmp_path / "h")
     assert result.returncode == code, result.stderr
     assert message in result.stderr

@@ -7,22 +7,86 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from tests.support.fake_verifier import FakeVerifier
 
 REVERIFY = str(Path(sys.executable).parent / "reverify")
 ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = ROOT / "tests" / "data" / "conformance" / "mcqa"
+MCQA_CONFIG = ROOT / "configs" / "mcqa.yaml"
+CONFORMANCE_INPUTS = CONFORMANCE / "rollouts_materialized_inputs.jsonl"
+CONFORMANCE_ROLLOUTS = CONFORMANCE / "rollouts.jsonl"
+
+
+def reverify_env(home: Path) -> dict[str, str]:
+    return {**os.environ, "DAGSTER_HOME": str(home)}
 
 
 def run_reverify(
     *args: str | Path, home: Path, timeout: float = 120, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
     return subprocess.run(
-        [REVERIFY, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd
+        [REVERIFY, *map(str, args)], capture_output=True, text=True, env=reverify_env(home), timeout=timeout, cwd=cwd
     )
+
+
+def start_reverify(*args: str | Path, home: Path, **popen: Any) -> subprocess.Popen:
+    """``reverify`` in the background, for tests that interrupt or kill it."""
+    return subprocess.Popen([REVERIFY, *map(str, args)], env=reverify_env(home), **popen)
+
+
+def run_args(config: Path, inputs: Path, rollouts: Path, output: Path, *flags: str) -> list[str | Path]:
+    """The arguments of ``reverify run`` on these files."""
+    return ["run", "--config", config, "--inputs", inputs, "--rollouts", rollouts, "--output", output, *flags]
+
+
+def run_with_config(
+    config: Path, inputs: Path, rollouts: Path, output: Path, *flags: str, home: Path
+) -> subprocess.CompletedProcess[str]:
+    return run_reverify(*run_args(config, inputs, rollouts, output, *flags), home=home)
+
+
+def run_against(
+    tmp_path: Path,
+    server: FakeVerifier,
+    inputs: Path,
+    rollouts: Path,
+    output: Path,
+    *flags: str,
+    home: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``reverify run`` with a config (written to ``tmp_path``) naming ``server``; Dagster home ``tmp_path / "h"``."""
+    config = url_config(tmp_path, server.url)
+    return run_with_config(config, inputs, rollouts, output, *flags, home=home or tmp_path / "h")
+
+
+def run_mcqa(
+    output: Path,
+    *flags: str,
+    home: Path,
+    inputs: Path = CONFORMANCE_INPUTS,
+    rollouts: Path = CONFORMANCE_ROLLOUTS,
+) -> subprocess.CompletedProcess[str]:
+    """``reverify run`` with the built-in mcqa server, on the conformance files unless told otherwise."""
+    return run_with_config(MCQA_CONFIG, inputs, rollouts, output, *flags, home=home)
+
+
+def server_children() -> list[str]:
+    """Process ids of the built-in servers running on this machine."""
+    found = subprocess.run(["pgrep", "-f", "reverify_assets.servers.child_process"], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+def row_key(row: dict[str, Any]) -> tuple[int, int]:
+    return row["_ng_task_index"], row["_ng_rollout_index"]
+
+
+def row_keys(rows: Iterable[dict[str, Any]]) -> list[tuple[int, int]]:
+    return [row_key(row) for row in rows]
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
