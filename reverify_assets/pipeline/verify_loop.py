@@ -162,7 +162,12 @@ async def verify_plan(
             flush()
             await producer
         finally:
-            flush()  # rows that settled before an error are paid for: keep them
+            # Rows that settled before an error (or Ctrl-C) are paid for: keep them, queued ones included.
+            while not settled_rows.empty():
+                item = settled_rows.get_nowait()
+                if isinstance(item, _Settled) and item.destination is not Destination.NOWHERE:
+                    pending[item.destination].append(item.line)
+            flush()
             producer.cancel()
             for task in list(running):
                 task.cancel()

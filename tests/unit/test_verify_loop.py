@@ -1,0 +1,74 @@
+"""The verify loop with an in-memory client: every settled row lands once, even when the run breaks."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+import pytest
+
+from reverify_assets.lib.file_names import RunFiles
+from reverify_assets.pipeline.verify_loop import verify_plan
+from reverify_assets.verifier.client import VerifyOutcome
+
+
+class Client:
+    def __init__(self, slow_task: int | None = None) -> None:
+        self.slow_task = slow_task
+
+    async def verify(self, body: bytes) -> VerifyOutcome:
+        task = orjson.loads(body)["_ng_task_index"]
+        await asyncio.sleep(0.05 if task == self.slow_task else 0)
+        return VerifyOutcome({"reward": 1.0})
+
+
+class Pairs:
+    def __init__(self, unreadable: int | None = None) -> None:
+        self.unreadable = unreadable
+
+    def payload(self, key: tuple[int, int], *_: Any) -> dict[str, Any]:
+        if key[0] == self.unreadable:
+            raise RuntimeError(f"row {key[0]} unreadable")
+        return {"_ng_task_index": key[0], "_ng_rollout_index": key[1], "response": {}}
+
+
+def plan(rows: int) -> pl.DataFrame:
+    zeros = [0] * rows
+    return pl.DataFrame(
+        {
+            "task": list(range(rows)),
+            "rollout": zeros,
+            "input_offset": zeros,
+            "input_line": zeros,
+            "rollout_offset": zeros,
+            "rollout_line": zeros,
+            "server": ["s"] * rows,
+        }
+    )
+
+
+def written_tasks(files: RunFiles) -> list[int]:
+    return [orjson.loads(line)["_ng_task_index"] for line in files.output.read_bytes().splitlines()]
+
+
+def test_a_slow_row_does_not_hold_the_others_back_and_order_is_reported(tmp_path: Path) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    stats = asyncio.run(verify_plan(plan(30), Pairs(), {"s": Client(slow_task=3)}, files, {"s": {}}, concurrency=4))
+    tasks = written_tasks(files)
+    assert sorted(tasks) == list(range(30)) and tasks.index(3) > 3, "rows after the slow one were written first"
+    assert stats.verified == stats.to_output == 30 and stats.output_in_key_order is False
+
+
+@pytest.mark.parametrize("concurrency", [1, 8])
+def test_rows_settled_before_an_error_are_kept(tmp_path: Path, concurrency: int) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    with pytest.raises(RuntimeError, match="row 50 unreadable"):
+        asyncio.run(
+            verify_plan(plan(100), Pairs(unreadable=50), {"s": Client()}, files, {"s": {}}, concurrency=concurrency)
+        )
+    tasks = written_tasks(files)
+    assert len(tasks) == len(set(tasks)) and set(tasks) <= set(range(50))
+    assert len(tasks) >= 50 - 2 * concurrency, "only rows still in flight may be missing"
