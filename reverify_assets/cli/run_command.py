@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -17,6 +16,20 @@ from reverify_assets.pipeline.output_files import check_fresh_output
 from reverify_assets.pipeline.preparation import load_verifier_setup
 
 log = logging.getLogger("reverify")
+# `reverify run` flags that become RunOptions fields of the same name, as given.
+RUN_FLAGS = (
+    "inputs",
+    "rollouts",
+    "output",
+    "force",
+    "overwrite",
+    "resume",
+    "judge_failed_only",
+    "append",
+    "disable_aggregation",
+    "limit",
+    "max_attempts",
+)
 TWO_SOURCES_WARNING = (
     "WARNING: --judge-failed-only merges two sources: the successes in {rollouts} keep the rewards the original "
     "run gave them, the recovered rows get rewards computed now. Keep the verifier and judge config identical "
@@ -26,21 +39,12 @@ TWO_SOURCES_WARNING = (
 
 def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
     try:
+        flags = {name: getattr(args, name) for name in RUN_FLAGS}
         options = RunOptions(
-            config_paths=[Path(p) for p in args.config],
+            config_paths=args.config,
             overrides=overrides,
-            inputs=Path(args.inputs),
-            rollouts=Path(args.rollouts),
-            output=Path(args.output),
-            force=args.force,
-            overwrite=args.overwrite,
-            resume=args.resume,
-            judge_failed_only=args.judge_failed_only,
-            append=args.append,
-            disable_aggregation=args.disable_aggregation,
-            limit=args.limit,
             concurrency=DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency,
-            max_attempts=args.max_attempts,
+            **flags,
         )
     except ValidationError as exc:
         raise UsageError(str(exc)) from exc
@@ -79,21 +83,7 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.defs.materialization import materialize_rescoring
     from reverify_assets.defs.resources import RescoringResource
 
-    rescoring = RescoringResource(
-        config_paths=[str(p.resolve()) for p in options.config_paths],
-        overrides=options.overrides,
-        inputs=str(options.inputs.resolve()),
-        rollouts=str(options.rollouts.resolve()),
-        output=str(options.output.resolve()),
-        force=options.force,
-        overwrite=options.overwrite,
-        resume=options.resume,
-        judge_failed_only=options.judge_failed_only,
-        append=options.append,
-        limit=options.limit,
-        concurrency=options.concurrency,
-        max_attempts=options.max_attempts,
-    )
+    rescoring = RescoringResource.for_run(options)
     log.info("reverify: verifier config %s; rows stream from %s", setup.config_hash, options.rollouts)
     run = materialize_rescoring(
         rescoring,

@@ -8,7 +8,7 @@ import dagster as dg
 from pydantic import Field
 
 from reverify_assets.lib.resume_cache import max_attempts_from
-from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY
+from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.pipeline.verification import VerifyStep
@@ -30,6 +30,15 @@ class RescoringResource(dg.ConfigurableResource):
     limit: int | None = None
     concurrency: int = DEFAULT_CONCURRENCY
     max_attempts: int | None = Field(default=None, description="else $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3")
+
+    @classmethod
+    def for_run(cls, options: RunOptions) -> RescoringResource:
+        """The resource of one `reverify run`, with absolute paths (a step may run in another directory)."""
+        values = options.model_dump(exclude={"disable_aggregation"})
+        for name in ("inputs", "rollouts", "output"):
+            values[name] = str(Path(values[name]).resolve())
+        values["config_paths"] = [str(Path(p).resolve()) for p in values["config_paths"]]
+        return cls(**values)
 
     def verifier_setup(self) -> VerifierSetup:
         return load_verifier_setup([Path(p) for p in self.config_paths], list(self.overrides))
