@@ -30,8 +30,6 @@ from typing import Final
 
 from reverify_assets.servers.mcqa import grading
 from reverify_assets.synthetic.nemo_gym_rows import (
-    CHAT_TEMPLATE_TOKENS,
-    EPOCH,
     RESULT_TYPE,
     Row,
     agent_ref,
@@ -40,11 +38,11 @@ from reverify_assets.synthetic.nemo_gym_rows import (
     completion_order,
     derived_seed,
     distinct,
+    finished_response,
     message_item,
     pick,
     positive_int,
     reasoning_item,
-    response_object,
     responses_create_params,
     write_jsonl_atomically,
 )
@@ -391,19 +389,7 @@ def _make_response(seed: int, task: _Task, rollout: int, dispatch_index: int) ->
         text = prose + " \n\n" + _render_answer(rng, task, fmt, letter)
     output.append(message_item(f"msg_{hex_id}", text))
 
-    input_tokens = approx_tokens(task.prompt) + CHAT_TEMPLATE_TOKENS
-    # +1: the end-of-turn token is generated even when the visible text is empty.
-    output_tokens = approx_tokens(text) + reasoning_tokens + 1
-    # Dispatch is task-major at a steady rate; each response starts a little after its dispatch.
-    created_at = round(EPOCH + dispatch_index * 0.02 + rng.uniform(0.0, 30.0), 1)
-    return response_object(
-        f"resp_{hex_id}",
-        created_at,
-        output,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        reasoning_tokens=reasoning_tokens,
-    )
+    return finished_response(rng, hex_id, task.prompt, output, text, reasoning_tokens, dispatch_index)
 
 
 def _options_field(task: _Task) -> list[Row]:

@@ -259,3 +259,25 @@ def positive_int(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
     return number
+
+
+def finished_response(
+    rng: Random, hex_id: str, prompt: str, output: list[Row], text: str, reasoning_tokens: int, dispatch_index: int
+) -> Row:
+    """The response object around a rollout's output items, with usage and a creation time.
+
+    Draws from ``rng`` last, once: callers depend on the order of their own draws before it.
+    """
+    input_tokens = approx_tokens(prompt) + CHAT_TEMPLATE_TOKENS
+    # +1: the end-of-turn token is generated even when the visible text is empty.
+    output_tokens = approx_tokens(text) + reasoning_tokens + 1
+    # Dispatch is task-major at a steady rate; each response starts a little after its dispatch.
+    created_at = round(EPOCH + dispatch_index * 0.02 + rng.uniform(0.0, 30.0), 1)
+    return response_object(
+        f"resp_{hex_id}",
+        created_at,
+        output,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        reasoning_tokens=reasoning_tokens,
+    )

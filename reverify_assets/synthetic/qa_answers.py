@@ -15,17 +15,15 @@ from random import Random
 from typing import Final
 
 from reverify_assets.synthetic.nemo_gym_rows import (
-    CHAT_TEMPLATE_TOKENS,
-    EPOCH,
     Row,
     approx_tokens,
     between,
     derived_seed,
     distinct,
+    finished_response,
     message_item,
     pick,
     reasoning_item,
-    response_object,
 )
 from reverify_assets.synthetic.qa_questions import QATask
 
@@ -169,16 +167,4 @@ def make_response(seed: int, task: QATask, rollout: int, dispatch_index: int) ->
     text = _render(rng, task, fmt, answer, correct)
     output.append(message_item(f"msg_{hex_id}", text))
 
-    input_tokens = approx_tokens(task.prompt) + CHAT_TEMPLATE_TOKENS
-    # +1: the end-of-turn token is generated even when the visible text is empty.
-    output_tokens = approx_tokens(text) + reasoning_tokens + 1
-    # Dispatch is task-major at a steady rate; each response starts a little after its dispatch.
-    created_at = round(EPOCH + dispatch_index * 0.02 + rng.uniform(0.0, 30.0), 1)
-    return response_object(
-        f"resp_{hex_id}",
-        created_at,
-        output,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        reasoning_tokens=reasoning_tokens,
-    )
+    return finished_response(rng, hex_id, task.prompt, output, text, reasoning_tokens, dispatch_index)
