@@ -4,6 +4,9 @@
 bodies to it with a fixed number in flight. The bodies are the exact bytes ``reverify run`` sends (the same
 join, ``build_verify_payload`` and ``orjson.dumps``), built before the clock starts, so the figure is the
 ceiling the pipeline's own reading, joining and writing could at best reach.
+
+The client speaks the protocol the pipeline would: ``/verify_batch`` with the pipeline's rows per request
+when the server advertises it (see ``pipeline.verify_loop.batch_sizes``), else one ``/verify`` per row.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import orjson
 from process_memory import TreeReport, TreeSampler, machine_cpu_seconds, tree_cpu_seconds
 
 from reverify_assets.lib.payload import build_verify_payload
+from reverify_assets.pipeline.verify_loop import batch_sizes
 
-__all__ = ["RawCapacity", "ServeProcess", "build_payloads", "measure_raw_capacity"]
+__all__ = ["RawCapacity", "ServeProcess", "build_payloads", "measure_raw_capacity", "pipeline_batch_rows"]
 
 LISTENING = re.compile(r"listening on (http://\S+)")
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -46,6 +50,7 @@ class RawCapacity:
     server_cpu_s: float  # the server tree's CPU time in the timed part
     machine_busy_s: float  # all cores' busy time in the timed part, whoever used it
     machine_steal_s: float  # the part of it the hypervisor gave to other virtual machines
+    batch_rows: int = 1  # rows per request: 1 is one /verify per row
     memory: TreeReport | None = None
 
     @property
@@ -112,33 +117,58 @@ class ServeProcess:
             self.process.stdout.close()
 
 
-async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int) -> int:
-    """POST ``rows`` bodies (cycling through ``bodies``) with ``concurrency`` in flight; the count of non-200s."""
-    verify_url = f"{url}/verify"
+# How every row of a /verify_batch answer that was graded starts: found by bytes, as parsing is client cost.
+BATCH_ROW_OK = b'{"status":200,"response":'
+
+
+def pipeline_batch_rows(url: str, concurrency: int) -> int:
+    """Rows per request the pipeline would send this server at this concurrency."""
+
+    async def probe() -> int:
+        async with aiohttp.ClientSession() as session, session.get(f"{url}/verify_batch") as reply:
+            limit = (await reply.json()).get("max_rows", 1) if reply.status == 200 else 1
+        return batch_sizes({"server": limit}, concurrency)["server"]
+
+    return asyncio.run(probe())
+
+
+async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int, batch_rows: int) -> int:
+    """POST ``rows`` bodies (cycling through ``bodies``), ``batch_rows`` per request, ``concurrency`` rows in
+    flight; the count of rows not graded (non-200)."""
+    batched = batch_rows > 1
+    verify_url = f"{url}/verify_batch" if batched else f"{url}/verify"
     next_row = 0
     failures = 0
-    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
+    requests_in_flight = max(1, concurrency // batch_rows)
+    connector = aiohttp.TCPConnector(limit=requests_in_flight, limit_per_host=requests_in_flight)
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def worker() -> None:
             nonlocal next_row, failures
             while next_row < rows:
-                index = next_row
-                next_row += 1
-                async with session.post(verify_url, data=bodies[index % len(bodies)], headers=JSON_HEADERS) as reply:
-                    await reply.read()  # the whole answer, as any client must; not parsed: that is the client's cost
-                    failures += reply.status != 200
+                first = next_row
+                next_row = min(rows, next_row + batch_rows)
+                chosen = [bodies[index % len(bodies)] for index in range(first, next_row)]
+                body = b'{"requests":[' + b",".join(chosen) + b"]}" if batched else chosen[0]
+                async with session.post(verify_url, data=body, headers=JSON_HEADERS) as reply:
+                    answer = await reply.read()  # the whole answer, as any client must; not parsed
+                    if reply.status != 200:
+                        failures += len(chosen)
+                    elif batched:
+                        failures += len(chosen) - answer.count(BATCH_ROW_OK)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker() for _ in range(requests_in_flight)))
     return failures
 
 
-async def _time_once(url: str, bodies: Sequence[bytes], rows: int, concurrency: int, server_pid: int) -> RawCapacity:
+async def _time_once(
+    url: str, bodies: Sequence[bytes], rows: int, concurrency: int, batch_rows: int, server_pid: int
+) -> RawCapacity:
     server_cpu = tree_cpu_seconds(server_pid)
     client_cpu = time.process_time()
     busy, steal = machine_cpu_seconds()
     started = time.perf_counter()
-    failures = await _drive(url, bodies, rows, concurrency)
+    failures = await _drive(url, bodies, rows, concurrency, batch_rows)
     seconds = time.perf_counter() - started
     busy_after, steal_after = machine_cpu_seconds()
     return RawCapacity(
@@ -150,22 +180,23 @@ async def _time_once(url: str, bodies: Sequence[bytes], rows: int, concurrency: 
         server_cpu_s=tree_cpu_seconds(server_pid) - server_cpu,
         machine_busy_s=busy_after - busy,
         machine_steal_s=steal_after - steal,
+        batch_rows=batch_rows,
     )
 
 
 async def _warm_then_time(
-    url: str, bodies: Sequence[bytes], rows: int, concurrency: int, server_pid: int, repeats: int
+    url: str, bodies: Sequence[bytes], rows: int, concurrency: int, batch_rows: int, server_pid: int, repeats: int
 ) -> list[RawCapacity]:
-    await _drive(url, bodies, min(WARMUP_ROWS, rows), concurrency)
-    return [await _time_once(url, bodies, rows, concurrency, server_pid) for _ in range(repeats)]
+    await _drive(url, bodies, min(WARMUP_ROWS, rows), concurrency, batch_rows)
+    return [await _time_once(url, bodies, rows, concurrency, batch_rows, server_pid) for _ in range(repeats)]
 
 
 def measure_raw_capacity(
-    server: ServeProcess, bodies: Sequence[bytes], rows: int, concurrency: int, repeats: int = 3
+    server: ServeProcess, bodies: Sequence[bytes], rows: int, concurrency: int, repeats: int = 3, batch_rows: int = 1
 ) -> list[RawCapacity]:
     """``repeats`` timed passes after one warm-up; a capacity is best judged by the fastest (least disturbed)."""
     with TreeSampler(server.pid) as sampler:
-        results = asyncio.run(_warm_then_time(server.url, bodies, rows, concurrency, server.pid, repeats))
+        results = asyncio.run(_warm_then_time(server.url, bodies, rows, concurrency, batch_rows, server.pid, repeats))
     for result in results:
         result.memory = sampler.report()
     return results

@@ -59,7 +59,7 @@ from process_memory import (
     wait_until_quiet,
 )
 from profile_hotspots import py_spy_executable, record, summarise
-from raw_capacity import RawCapacity, ServeProcess, build_payloads, measure_raw_capacity
+from raw_capacity import RawCapacity, ServeProcess, build_payloads, measure_raw_capacity, pipeline_batch_rows
 
 from reverify_assets.synthetic.mcqa_rollouts import (
     INPUTS_FILE_NAME,
@@ -404,7 +404,8 @@ def measure_raw(
         print(f"$ {' '.join(command)}", flush=True)
         server = ServeProcess(command, work / "serve.log", dict(os.environ))
         try:
-            results = measure_raw_capacity(server, bodies, raw_rows, concurrency, repeats)
+            batch_rows = pipeline_batch_rows(server.url, concurrency)
+            results = measure_raw_capacity(server, bodies, raw_rows, concurrency, repeats, batch_rows)
         finally:
             server.stop()
     return results
@@ -419,7 +420,8 @@ def print_raw(passes: Sequence[RawCapacity]) -> None:
     top = best(passes)
     print(
         f"\nraw capacity: {top.rows_per_s:,.0f} rows/s, the best of {len(passes)} passes of {top.rows:,} rows at "
-        f"concurrency {top.concurrency}"
+        f"concurrency {top.concurrency}, "
+        + (f"{top.batch_rows} rows per /verify_batch request" if top.batch_rows > 1 else "one /verify per row")
     )
     for number, raw in enumerate(passes, 1):
         print(

@@ -23,7 +23,7 @@ from reverify_assets.pipeline.output_files import OutputPolicy, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
 from reverify_assets.pipeline.row_source import PairReader
-from reverify_assets.pipeline.verify_loop import VerifyStats, verify_plan
+from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
 from reverify_assets.verifier.client import VerifierClient
 from reverify_assets.verifier.launcher import ServerFleet
 from reverify_assets.verifier.retry import RetryPolicy
@@ -101,8 +101,17 @@ async def _verify(
                 log.warning("WARNING: Nothing to be re-verified.")
         stamps = {name: provenance(setup.config_hash, setup.topology.servers[name], modes[name]) for name in clients}
         pairs = stack.enter_context(PairReader(step.inputs, step.responses))
+        names = list(clients)
+        limits = await asyncio.gather(*(clients[name].batch_limit() for name in names))
         stats = await verify_plan(
-            pending, pairs, clients, files, stamps, concurrency=step.concurrency, on_progress=on_progress
+            pending,
+            pairs,
+            clients,
+            files,
+            stamps,
+            concurrency=step.concurrency,
+            batch_rows=batch_sizes(dict(zip(names, limits, strict=True)), step.concurrency),
+            on_progress=on_progress,
         )
         # Still holding the output's lock. --append may target the user's own rollouts file: never rewrite
         # that. A fresh file whose rows all settled in key order is sorted already.

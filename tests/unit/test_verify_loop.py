@@ -72,3 +72,43 @@ def test_rows_settled_before_an_error_are_kept(tmp_path: Path, concurrency: int)
     tasks = written_tasks(files)
     assert len(tasks) == len(set(tasks)) and set(tasks) <= set(range(50))
     assert len(tasks) >= 50 - 2 * concurrency, "only rows still in flight may be missing"
+
+
+class BatchClient(Client):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batch_sizes: list[int] = []
+
+    async def verify_batch(self, bodies: list[bytes]) -> list[VerifyOutcome]:
+        self.batch_sizes.append(len(bodies))
+        await asyncio.sleep(0)
+        return [VerifyOutcome({"reward": 0.5}) for _ in bodies]
+
+
+def test_batches_never_exceed_their_size_and_every_row_lands_once(tmp_path: Path) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    client = BatchClient()
+    stats = asyncio.run(
+        verify_plan(plan(100), Pairs(), {"s": client}, files, {"s": {}}, concurrency=16, batch_rows={"s": 4})
+    )
+    assert sorted(written_tasks(files)) == list(range(100)) and stats.verified == 100
+    assert max(client.batch_sizes) == 4 and sum(client.batch_sizes) == 100
+
+
+def test_half_filled_batches_of_many_servers_cannot_stall_the_run(tmp_path: Path) -> None:
+    servers = [f"s{index}" for index in range(5)]
+    rows = plan(60).with_columns(pl.Series("server", [servers[task % 5] for task in range(60)]))
+    clients = {server: BatchClient() for server in servers}
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    # Room for 2 × 2 rows, while five servers each wait for 16 rows to fill a batch.
+    run = verify_plan(
+        rows,
+        Pairs(),
+        clients,
+        files,
+        {server: {} for server in servers},
+        concurrency=2,
+        batch_rows=dict.fromkeys(servers, 16),
+    )
+    stats = asyncio.run(asyncio.wait_for(run, timeout=10))
+    assert sorted(written_tasks(files)) == list(range(60)) and stats.verified == 60
