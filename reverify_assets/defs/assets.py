@@ -40,6 +40,7 @@ from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_summary import summarize_output
 from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, scan_inputs, scan_rollouts
+from reverify_assets.pipeline.shard_merge import index_shards, iter_rows
 from reverify_assets.pipeline.verification import run_verification
 from reverify_assets.pipeline.verify_loop import VerifyStats
 
@@ -173,7 +174,11 @@ def reverify(
 def _aggregate(rescoring: RescoringResource, rows: OutputHandle) -> dg.Output[OutputHandle | None]:
     output = Path(rows.path)
     target = aggregate_metrics_path(output)
-    entries = run_aggregation((line.row for line in iter_jsonl(output)), rescoring.verifier_setup(), target)
+    # Metrics stream rows in key order: a fresh output is sorted; an --append target is the user's file.
+    in_key_order = (
+        iter_rows(index_shards([output]), [output]) if rescoring.append else (line.row for line in iter_jsonl(output))
+    )
+    entries = run_aggregation(in_key_order, rescoring.verifier_setup(), target)
     if entries is None:
         return dg.Output(None, metadata={"note": "no row carries an agent name: nothing to aggregate"})
     return dg.Output(

@@ -6,22 +6,25 @@ is the mcqa server's answer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from reverify_assets.metrics.pass_majority import compute_pass_majority_metrics, highest_k_metrics
+from reverify_assets.metrics.hooks import StreamingHook
+from reverify_assets.metrics.pass_majority import PassMajority, highest_k_metrics
 
 ANSWER_KEY = "extracted_answer"
 
 
-def _accuracy(rollout: Mapping[str, Any]) -> dict[str, Any]:
-    return {"accuracy": rollout["reward"]}
+def _start() -> PassMajority:
+    # The default score, ``accuracy = reward``, is mcqa's.
+    return PassMajority(answer_key=ANSWER_KEY)
 
 
-def compute_metrics(tasks: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+compute_metrics = StreamingHook(
+    _start,
     """pass@k / pass@1[avg-of-k] / majority@k of ``accuracy = reward``, voting on ``extracted_answer``
-    (so ``no_answer`` is 1 where it is null)."""
-    return compute_pass_majority_metrics(tasks, score_fn=_accuracy, answer_key=ANSWER_KEY).metrics
+    (so ``no_answer`` is 1 where it is null); ``compute_metrics(tasks)`` or streamed task by task.""",
+)
 
 
 def get_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:

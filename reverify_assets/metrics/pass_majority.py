@@ -15,51 +15,38 @@ For each k from 1 to the largest number of rollouts of a task, and each score na
 
 Then ``per_sample_aggregate`` (per score, pass@1 of each rollout position across tasks) and, for
 k >= 2, ``pass@1[avg-of-k]/<s>/std_dev_across_runs`` (ddof 1 over the first k positions) and
-``.../std_err_across_runs``.
+``.../std_err_across_runs``; optionally ``pass@1[avg-of-k]/<s>/avg_sample_std_dev`` (the mean over tasks
+of the std of each task's first k scores).
 
-Sums are :func:`python_sum` so the bits match NeMo Gym on Python >= 3.12. Scores are held per score name
-and per task, never as one dict per rollout, so a million rollouts stay cheap.
+:class:`PassMajority` computes them a task at a time. A task's values for every k (its *row*) depend
+only on its scores, on which of its answers are equal and on the largest k, and runs repeat such tasks,
+so rows are shared; they are folded a few thousand tasks at a time into one :class:`RunningSum` per
+metric (CPython >= 3.12's ``sum``, so the bits match NeMo Gym). All that is kept per task is its value at
+its own length of the families that go on past it (avg-of-k, majority@k, avg_sample_std_dev: a task
+shorter than k counts with all its rollouts), in compact columns, for when a later task brings a larger k.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from reverify_assets.metrics import names as n
-from reverify_assets.metrics.summation import python_sum
+from reverify_assets.metrics.compact_column import MISSING, CompactColumn
+from reverify_assets.metrics.hooks import Tasks
+from reverify_assets.metrics.summation import RunningSum, python_sum
 
 NO_ANSWER = "no_answer"
 
 ScoreFn = Callable[[Mapping[str, Any]], Mapping[str, Any]]
-Tasks = Sequence[Sequence[Mapping[str, Any]]]
 
-
-class _Missing:
-    """The score a rollout does not have (its ``score_fn`` did not return that name)."""
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
-
-
-class ScoreTable(NamedTuple):
-    """``scores[name][task][rollout]`` (or MISSING), the answers by task and rollout, sorted score names."""
-
-    scores: dict[str, list[list[Any]]]
-    answers: list[list[Any]] | None
-    names: list[str]
-    max_k: int
-
-
-class PassMajorityResult(NamedTuple):
-    metrics: dict[str, Any]
-    table: ScoreTable
+# Per-task values wait in lists and are folded into their running sums this many tasks at a time.
+_FOLD_EVERY = 4096
+_KNOWN_ROWS = 1 << 16
 
 
 def default_score_fn(rollout: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -67,115 +54,274 @@ def default_score_fn(rollout: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _as_number(value: Any) -> Any:
-    return int(value) if isinstance(value, bool) else value
+    return int(value) if type(value) is bool else value
 
 
-def score_table(tasks: Tasks, score_fn: ScoreFn | None = None, answer_key: str | None = None) -> ScoreTable:
-    """Score every rollout, one task at a time (only one task's score dicts are alive at once)."""
-    score_fn = score_fn or default_score_fn
-    by_name: dict[str, list[list[Any]]] = {}
-    answers: list[list[Any]] | None = [] if answer_key is not None else None
-    for done, rollouts in enumerate(tasks):
-        task_scores = []
-        for rollout in rollouts:
-            scores = {name: _as_number(value) for name, value in score_fn(rollout).items()}
-            if answer_key is not None:
-                scores[NO_ANSWER] = 1 if rollout.get(answer_key) is None else 0
-            task_scores.append(scores)
-            for name in scores:
-                if name not in by_name:
-                    by_name[name] = [[MISSING] * len(previous) for previous in tasks[:done]]
-        for name, column in by_name.items():
-            column.append([scores.get(name, MISSING) for scores in task_scores])
+class _Mean:
+    """The running sum and count of a metric's per-task values."""
+
+    __slots__ = ("count", "sum")
+
+    def __init__(self) -> None:
+        self.sum = RunningSum()
+        self.count = 0
+
+    def add(self, values: Iterable[Any]) -> None:
+        """Values of successive tasks; MISSING ones do not count."""
+        kept = [value for value in values if value is not MISSING]
+        self.count += len(kept)
+        self.sum.extend(kept)
+
+    def percentage(self) -> float | None:
+        return 100.0 * self.sum.total / self.count if self.count else None
+
+
+class _TaskRow(NamedTuple):
+    """A task's contribution to one score name while the largest k is `max_k`: its value for each k of
+    each family (MISSING where it has none), its scores by rollout position, its saturated values."""
+
+    pass_at: tuple[Any, ...]  # k = 1 .. max_k
+    avg_of: tuple[Any, ...]
+    majority: tuple[Any, ...] | None  # None without an answer key
+    std_of: tuple[Any, ...] | None  # k = 2 .. max_k; None unless asked for
+    per_sample: tuple[Any, ...]  # rollout positions 0 .. max_k - 1
+    saturated: tuple[Any, Any, Any]  # avg, majority and std at any k >= the task's length
+
+
+_FAMILIES = range(5)  # the per-k fields of a _TaskRow
+
+
+class _Score:
+    """One score name: the sums of each family (one per k, or per rollout position), the rows of the
+    tasks not yet folded into them, and every task's saturated values for a later, larger k."""
+
+    def __init__(self, with_majority: bool, with_std: bool) -> None:
+        self.families: tuple[list[_Mean], ...] = ([], [], [], [], [])
+        self.pending: list[_TaskRow] = []
+        self.saturated = (
+            CompactColumn(keep_types=True),
+            CompactColumn(keep_types=True) if with_majority else None,
+            CompactColumn(keep_types=True) if with_std else None,
+        )
+
+    def fold(self) -> None:
+        rows, self.pending = self.pending, []
+        if not rows:
+            return
+        for family, means in zip(_FAMILIES, self.families, strict=True):
+            if rows[0][family] is not None:
+                # The rows' values one task after another: those of the k-th sum are every len(means)-th.
+                flat = list(chain.from_iterable(map(itemgetter(family), rows)))
+                for k, mean in enumerate(means):
+                    mean.add(flat[k :: len(means)])
+        flat = list(chain.from_iterable(map(attrgetter("saturated"), rows)))
+        for position, column in enumerate(self.saturated):
+            if column is not None:
+                column.extend(flat[position :: len(self.saturated)])
+
+    def add_k(self, k: int) -> None:
+        """Open the sums of a new, larger k (after a fold): the tasks so far are all shorter, so they
+        count with their saturated values, and never for pass@k."""
+        pass_at, avg_of, majority, std_of, per_sample = self.families
+        saturated_avg, saturated_majority, saturated_std = self.saturated
+        pass_at.append(_Mean())
+        avg_of.append(_Mean())
+        avg_of[-1].add(saturated_avg.values())
+        majority.append(_Mean())
+        if saturated_majority is not None:
+            majority[-1].add(saturated_majority.values())
+        per_sample.append(_Mean())
+        if saturated_std is not None and k >= 2:
+            std_of.append(_Mean())
+            std_of[-1].add(saturated_std.values())
+
+
+class PassMajority:
+    """The metrics of the module doc, fed one task at a time (a :class:`~hooks.TaskReducer`)."""
+
+    def __init__(
+        self, score_fn: ScoreFn | None = None, answer_key: str | None = None, *, avg_sample_std_dev: bool = False
+    ) -> None:
+        self._score_fn = score_fn or default_score_fn
+        self._answer_key = answer_key
+        self._with_std = avg_sample_std_dev
+        self._scores: dict[str, _Score] = {}
+        self._tasks = 0
+        self._max_k = 0
+        # Tasks repeat themselves: a task's row depends only on its scores (with their types), on which of
+        # its answers are equal, and on max_k; a run has few such combinations.
+        self._rows: dict[Any, _TaskRow] = {}
+
+    def add_task(self, rollouts: Sequence[Mapping[str, Any]]) -> None:
+        answers = [rollout.get(self._answer_key) for rollout in rollouts] if self._answer_key is not None else None
+        columns = self._score_columns(rollouts, answers)
+        for name in columns:
+            if name not in self._scores:
+                self._add_name(name)
+        if len(rollouts) > self._max_k:
+            self._grow(len(rollouts))
+        pattern = _answer_pattern(answers)
+        for name, score in self._scores.items():
+            values = columns.get(name) or [MISSING] * len(rollouts)
+            key = (tuple(values), tuple(map(type, values)), pattern)
+            row = self._rows.get(key)
+            if row is None:
+                row = task_row(values, answers, self._with_std, self._max_k)
+                if len(self._rows) < _KNOWN_ROWS:
+                    self._rows[key] = row
+            score.pending.append(row)
+        self._tasks += 1
+        if self._tasks % _FOLD_EVERY == 0:
+            self._fold()
+
+    def _score_columns(self, rollouts: Sequence[Mapping[str, Any]], answers: list[Any] | None) -> dict[str, list[Any]]:
+        """Each score name's values over the task's rollouts (MISSING where a rollout has none)."""
+        if self._score_fn is default_score_fn:  # one score, always there: no dict per rollout
+            columns = {"accuracy": [_as_number(rollout[n.REWARD]) for rollout in rollouts]}
+        else:
+            by_rollout = [{name: _as_number(value) for name, value in self._score_fn(r).items()} for r in rollouts]
+            names = dict.fromkeys(name for scores in by_rollout for name in scores)
+            columns = {name: [scores.get(name, MISSING) for scores in by_rollout] for name in names}
         if answers is not None:
-            answers.append([rollout.get(answer_key) for rollout in rollouts])
-    ordered = sorted(by_name)
-    max_k = max((len(rollouts) for rollouts in tasks), default=0)
-    return ScoreTable({name: by_name[name] for name in ordered}, answers, ordered, max_k)
+            columns[NO_ANSWER] = [1 if answer is None else 0 for answer in answers]
+        return columns
+
+    def _fold(self) -> None:
+        for score in self._scores.values():
+            score.fold()
+
+    def _grow(self, max_k: int) -> None:
+        self._fold()
+        self._rows.clear()
+        while self._max_k < max_k:
+            self._max_k += 1
+            for score in self._scores.values():
+                score.add_k(self._max_k)
+
+    def _add_name(self, name: str) -> None:
+        """A score name first seen now: every task before has MISSING for it (no value, majority 0)."""
+        score = _Score(self._answer_key is not None, self._with_std)
+        saturated_avg, saturated_majority, saturated_std = score.saturated
+        saturated_avg.extend_missing(self._tasks)
+        if saturated_majority is not None:
+            saturated_majority.extend([0] * self._tasks)
+        if saturated_std is not None:
+            saturated_std.extend_missing(self._tasks)
+        for k in range(1, self._max_k + 1):
+            score.add_k(k)
+        self._scores[name] = score
+
+    def finish(self) -> dict[str, Any]:
+        if not self._tasks:
+            return {}
+        self._fold()
+        names = sorted(self._scores)
+        families = [self._scores[name].families for name in names]
+        metrics: dict[str, Any] = {}
+        for k in range(1, self._max_k + 1):
+            for name, (pass_at, avg_of, majority, _, _) in zip(names, families, strict=True):
+                _put(metrics, f"pass@{k}/{name}", pass_at[k - 1].percentage())
+                _put(metrics, f"pass@1[avg-of-{k}]/{name}", avg_of[k - 1].percentage())
+                if self._answer_key is not None:
+                    _put(metrics, f"majority@{k}/{name}", majority[k - 1].percentage())
+        per_sample = {
+            name: [value for mean in family[4] if (value := mean.percentage()) is not None]
+            for name, family in zip(names, families, strict=True)
+        }
+        per_sample = {name: values for name, values in per_sample.items() if values}
+        metrics["per_sample_aggregate"] = per_sample
+        metrics.update(spread_across_runs(per_sample, names, self._max_k))
+        if self._with_std:
+            for k in range(2, self._max_k + 1):
+                for name, family in zip(names, families, strict=True):
+                    mean = family[3][k - 2]
+                    if mean.count:
+                        metrics[f"pass@1[avg-of-{k}]/{name}/{n.AVG_SAMPLE_STD_DEV}"] = mean.sum.total / mean.count
+        return metrics
+
+
+def task_row(values: Sequence[Any], answers: Sequence[Any] | None, with_std: bool, max_k: int) -> _TaskRow:
+    """A task's row for one score name, from its scores (MISSING where none) and answers."""
+    scored = [value for value in values if value is not MISSING]
+    passes: list[Any] = [MISSING] * max_k
+    if scored and _is_binary(scored):
+        total = len(scored)
+        wrong = sum(1 for value in scored if not value)
+        for k in range(1, total + 1):
+            passes[k - 1] = 1.0 if wrong < k else 1.0 - math.comb(wrong, k) / math.comb(total, k)
+    else:
+        for k in range(1, len(scored) + 1):
+            passes[k - 1] = max(scored[:k])
+
+    # The other families by prefix; past the task's length, k counts all its rollouts (saturation).
+    averages: list[Any] = []
+    majorities: list[Any] = []
+    stds: list[Any] = []
+    prefix: list[Any] = []
+    votes: dict[tuple[Any, Any], int] = {}
+    average: Any = MISSING
+    majority: Any = 0
+    std: Any = MISSING
+    for position in range(max_k):
+        if position < len(values):
+            value = values[position]
+            if value is not MISSING:
+                prefix.append(value)
+                average = python_sum(prefix) / len(prefix)
+                if with_std and len(prefix) >= 2:
+                    std = _sample_std(prefix)
+            if answers is not None:
+                answer = answers[position]
+                if answer is not None and value is not MISSING:
+                    votes[(answer, value)] = votes.get((answer, value), 0) + 1
+                    majority = _majority(votes)
+        averages.append(average)
+        majorities.append(majority)
+        stds.append(std)
+    return _TaskRow(
+        tuple(passes),
+        tuple(averages),
+        tuple(majorities) if answers is not None else None,
+        tuple(stds[1:]) if with_std else None,
+        (*values, *[MISSING] * (max_k - len(values))),
+        (average, majority, std),
+    )
+
+
+def _answer_pattern(answers: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    """Which answers are equal, and which are None: all that majority@k reads of them."""
+    if answers is None:
+        return None
+    labels: dict[Any, Any] = {answer: label for label, answer in enumerate(dict.fromkeys(answers))}
+    labels[None] = None
+    return tuple(map(labels.__getitem__, answers))
 
 
 def compute_pass_majority_metrics(
-    tasks: Tasks, score_fn: ScoreFn | None = None, answer_key: str | None = None
-) -> PassMajorityResult:
-    """The metrics (see the module doc) and the score table they came from; ``{}`` for no task."""
-    if not tasks:
-        return PassMajorityResult({}, ScoreTable({}, None, [], 0))
-    table = score_table(tasks, score_fn, answer_key)
-    metrics: dict[str, Any] = {}
-    for k in range(1, table.max_k + 1):
-        for name in table.names:
-            by_task = table.scores[name]
-            _put_percentage(metrics, f"pass@{k}/{name}", [_pass_at_k(_scored(task), k) for task in by_task])
-            _put_percentage(metrics, f"pass@1[avg-of-{k}]/{name}", [_mean_first(task, k) for task in by_task])
-            if table.answers is not None:
-                _put_percentage(
-                    metrics,
-                    f"majority@{k}/{name}",
-                    [_majority(answers, task, k) for answers, task in zip(table.answers, by_task, strict=True)],
-                )
-    per_sample = per_sample_aggregate(table)
-    metrics["per_sample_aggregate"] = per_sample
-    metrics.update(spread_across_runs(per_sample, table))
-    return PassMajorityResult(metrics, table)
+    tasks: Tasks, score_fn: ScoreFn | None = None, answer_key: str | None = None, *, avg_sample_std_dev: bool = False
+) -> dict[str, Any]:
+    """The metrics of the module doc; ``{}`` for no task."""
+    reducer = PassMajority(score_fn, answer_key, avg_sample_std_dev=avg_sample_std_dev)
+    for rollouts in tasks:
+        reducer.add_task(rollouts)
+    return reducer.finish()
 
 
-def _scored(task: Sequence[Any]) -> list[Any]:
-    return [value for value in task if value is not MISSING]
-
-
-def _put_percentage(metrics: dict[str, Any], key: str, values: Sequence[Any]) -> None:
-    """``100 * mean`` of the tasks' values under `key`; tasks that have none (MISSING) do not count."""
-    kept = [value for value in values if value is not MISSING]
-    if kept:
-        metrics[key] = 100.0 * python_sum(kept) / len(kept)
+def _put(metrics: dict[str, Any], key: str, value: float | None) -> None:
+    """A metric that some task has a value for (tasks without one, MISSING, do not count)."""
+    if value is not None:
+        metrics[key] = value
 
 
 def _is_binary(values: Sequence[Any]) -> bool:
     return all(value in (0, 1, 0.0, 1.0) for value in values)
 
 
-def _pass_at_k(values: Sequence[Any], k: int) -> Any:
-    """One task's pass@k, or MISSING when it has fewer than k scored rollouts."""
-    if not values or k > len(values):
-        return MISSING
-    if not _is_binary(values):
-        return max(values[:k])
-    wrong = sum(1 for value in values if not value)
-    if wrong < k:
-        return 1.0
-    return 1.0 - math.comb(wrong, k) / math.comb(len(values), k)
-
-
-def _mean_first(task: Sequence[Any], k: int) -> Any:
-    values = _scored(task[:k])
-    return python_sum(values) / len(values) if values else MISSING
-
-
-def _majority(answers: Sequence[Any], task: Sequence[Any], k: int) -> Any:
-    votes = [
-        (answer, value)
-        for answer, value in zip(answers[:k], task[:k], strict=False)
-        if answer is not None and value is not MISSING
-    ]
-    if not votes:
-        return 0
-    counts = Counter(votes)
-    top = counts.most_common(1)[0][1]
-    tied = [value for (_, value), count in counts.items() if count == top]
+def _majority(votes: Mapping[tuple[Any, Any], int]) -> float:
+    """The mean score of the most frequent (answer, score) pairs, ties in first-vote order."""
+    top = max(votes.values())
+    tied = [value for (_, value), count in votes.items() if count == top]
     return python_sum(tied) / len(tied)
-
-
-def per_sample_aggregate(table: ScoreTable) -> dict[str, list[float]]:
-    """For each score name, pass@1 of each rollout position across the tasks that have it."""
-    aggregate: dict[str, list[float]] = {name: [] for name in table.names}
-    for position in range(table.max_k):
-        for name in table.names:
-            values = [
-                task[position] for task in table.scores[name] if position < len(task) and task[position] is not MISSING
-            ]
-            if values:
-                aggregate[name].append(100.0 * python_sum(values) / len(values))
-    return {name: values for name, values in aggregate.items() if values}
 
 
 def _sample_std(values: Sequence[float]) -> float:
@@ -183,28 +329,18 @@ def _sample_std(values: Sequence[float]) -> float:
     return math.sqrt(python_sum((value - mean) ** 2 for value in values) / (len(values) - 1))
 
 
-def spread_across_runs(per_sample: Mapping[str, Sequence[float]], table: ScoreTable) -> dict[str, float]:
+def spread_across_runs(per_sample: Mapping[str, Sequence[float]], names: Sequence[str], max_k: int) -> dict[str, float]:
     """``pass@1[avg-of-k]/<s>/std_dev_across_runs`` and ``.../std_err_across_runs`` for k >= 2: the spread
     of the first k rollout positions' pass@1."""
     spread: dict[str, float] = {}
-    for k in range(2, table.max_k + 1):
-        for name in table.names:
+    for k in range(2, max_k + 1):
+        for name in names:
             runs = list(per_sample.get(name, []))[:k]
             if len(runs) >= 2:
                 std_dev = _sample_std(runs)
                 spread[f"pass@1[avg-of-{k}]/{name}/{n.STD_DEV_ACROSS_RUNS}"] = std_dev
                 spread[f"pass@1[avg-of-{k}]/{name}/{n.STD_ERR_ACROSS_RUNS}"] = std_dev / math.sqrt(len(runs))
     return spread
-
-
-def add_avg_sample_std_dev(metrics: dict[str, Any], table: ScoreTable) -> None:
-    """Add ``pass@1[avg-of-k]/<s>/avg_sample_std_dev`` for k >= 2: the mean over tasks of the std (ddof 1)
-    of each task's first k scores. Nothing when no task has two rollouts."""
-    for k in range(2, table.max_k + 1):
-        for name in table.names:
-            stds = [_sample_std(values) for task in table.scores[name] if len(values := _scored(task[:k])) >= 2]
-            if stds:
-                metrics[f"pass@1[avg-of-{k}]/{name}/{n.AVG_SAMPLE_STD_DEV}"] = python_sum(stds) / len(stds)
 
 
 def compute_subset_metrics(
@@ -219,7 +355,7 @@ def compute_subset_metrics(
             subsets.setdefault(value, []).append(rollouts)
     metrics: dict[str, Any] = {}
     for subset, subset_tasks in subsets.items():
-        subset_metrics = compute_pass_majority_metrics(subset_tasks, score_fn, answer_key).metrics
+        subset_metrics = compute_pass_majority_metrics(subset_tasks, score_fn, answer_key)
         metrics.update(
             {f"{subset}/{key}": value for key, value in subset_metrics.items() if key != "per_sample_aggregate"}
         )

@@ -35,42 +35,47 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float))  # bools count, as in NeMo Gym
 
 
-def compute_perf_summary(records: Sequence[Mapping[str, Any]], total_rollouts: int) -> dict[str, Any] | None:
-    """Summary of `records` (the ``ng_perf`` dicts); `total_rollouts` counts every rollout, with or
-    without one."""
-    if total_rollouts <= 0 or not records:
-        return None
+class PerfRecords:
+    """The ``ng_perf`` numbers the summary reads, collected record by record (nothing for rows without)."""
 
-    def values_of(field: str) -> list[Any]:
-        return [record[field] for record in records if _is_number(record.get(field))]
+    def __init__(self) -> None:
+        self.records = 0
+        self._observed_tokens = 0
+        self._values: dict[str, list[Any]] = {field: [] for field in (*TOKEN_FIELDS, "num_turns", "total_latency_ms")}
+        self._per_turn: list[float] = []
 
-    observed_tokens = sum(
-        1
-        for record in records
-        if _is_number(record.get("token_observability_coverage")) and record["token_observability_coverage"] > 0
-    )
-    summary: dict[str, Any] = {
-        "overall_observability_coverage": len(records) / total_rollouts,
-        "token_observability_coverage": observed_tokens / total_rollouts,
-    }
-    for field in TOKEN_FIELDS:
-        values = values_of(field)
-        if values:
-            summary.update({f"{stat}_{field}": _STATS[stat](values) for stat in TOKEN_STATS})
-    turns = values_of("num_turns")
-    if turns:
-        summary.update({f"{stat}_num_turns": _STATS[stat](turns) for stat in NUM_TURNS_STATS})
-    per_turn = [
-        record["completion_tokens"] / record["num_turns"]
-        for record in records
-        if _is_number(record.get("completion_tokens"))
-        and _is_number(record.get("num_turns"))
-        and record["num_turns"] > 0
-    ]
-    if per_turn:
-        summary["mean_tokens_per_turn"] = statistics.fmean(per_turn)
-        summary["median_tokens_per_turn"] = statistics.median(per_turn)
-    latencies = values_of("total_latency_ms")
-    if latencies:
-        summary.update({f"total_latency_{stat}_ms": _STATS[stat](latencies) for stat in LATENCY_STATS})
-    return summary
+    def add(self, record: Mapping[str, Any]) -> None:
+        self.records += 1
+        coverage = record.get("token_observability_coverage")
+        if _is_number(coverage) and coverage > 0:
+            self._observed_tokens += 1
+        for field, values in self._values.items():
+            value = record.get(field)
+            if _is_number(value):
+                values.append(value)
+        completion, turns = record.get("completion_tokens"), record.get("num_turns")
+        if _is_number(completion) and _is_number(turns) and turns > 0:
+            self._per_turn.append(completion / turns)
+
+    def summary(self, total_rollouts: int) -> dict[str, Any] | None:
+        """The summary; `total_rollouts` counts every rollout, with or without a record."""
+        if total_rollouts <= 0 or not self.records:
+            return None
+        summary: dict[str, Any] = {
+            "overall_observability_coverage": self.records / total_rollouts,
+            "token_observability_coverage": self._observed_tokens / total_rollouts,
+        }
+        for field in TOKEN_FIELDS:
+            values = self._values[field]
+            if values:
+                summary.update({f"{stat}_{field}": _STATS[stat](values) for stat in TOKEN_STATS})
+        turns = self._values["num_turns"]
+        if turns:
+            summary.update({f"{stat}_num_turns": _STATS[stat](turns) for stat in NUM_TURNS_STATS})
+        if self._per_turn:
+            summary["mean_tokens_per_turn"] = statistics.fmean(self._per_turn)
+            summary["median_tokens_per_turn"] = statistics.median(self._per_turn)
+        latencies = self._values["total_latency_ms"]
+        if latencies:
+            summary.update({f"total_latency_{stat}_ms": _STATS[stat](latencies) for stat in LATENCY_STATS})
+        return summary

@@ -1,8 +1,10 @@
-"""Aggregate metrics: output rows grouped by run label and server, each group sent in one request.
+"""Aggregate metrics: output rows grouped by run label and server, one metrics entry per group.
 
-Rows are stripped (no prompt, ``response`` reduced to its usage) and spooled to a temporary file
-per group as they stream past, so the client never holds a run's rows in memory; the server
-needs them all at once, as NeMo Gym's protocol sends them.
+Rows are stripped (no prompt, ``response`` reduced to its usage) as they stream past. A built-in server's
+group is computed here, row by row, with the server's own hooks (``MetricsAccumulator``): no server to
+start, and memory of a few bytes a row. A group of a server reached by ``url`` is spooled to a temporary
+file and sent in one ``/aggregate_metrics`` request, as NeMo Gym's protocol wants; the client never holds
+those rows either.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from typing import IO, Any
 import orjson
 
 from reverify_assets.config.topology import Topology
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.result_routing import agent_name, run_label
-from reverify_assets.metrics.aggregate import baseline_metrics
+from reverify_assets.metrics.accumulator import MetricsAccumulator
+from reverify_assets.servers.protocol import MetricsHooks
+from reverify_assets.servers.registry import builtin_metrics_hooks
 from reverify_assets.verifier.client import VerifierClient
 
 NOT_SENT_TO_AGGREGATION = (
@@ -26,6 +31,8 @@ NOT_SENT_TO_AGGREGATION = (
     "ng_model_call_capture",
     "ng_trajectory",
 )
+# Popped from every entry, as NeMo Gym's reverify does: rollouts re-read from disk carry no timing.
+NOT_IN_SUMMARY = "perf_summary"
 
 
 def strip_for_aggregation(row: dict[str, Any]) -> dict[str, Any]:
@@ -37,10 +44,9 @@ def strip_for_aggregation(row: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class GroupSpool:
+class AgentGroup:
     agent: str
     server: str
-    body: IO[bytes] = field(default_factory=lambda: tempfile.TemporaryFile())
     rows: int = 0
     labels: set[str] = field(default_factory=set)
 
@@ -50,9 +56,43 @@ class GroupSpool:
         return next(iter(environments)) if len(environments) == 1 else self.agent
 
     def add(self, row: dict[str, Any]) -> None:
+        self.rows += 1
+
+    def close(self) -> None:
+        """Release what the group holds (a spool, a temporary file of group entries)."""
+
+
+@dataclass
+class LocalGroup(AgentGroup):
+    """A built-in server's group: its metrics computed here as the rows stream past, in key order."""
+
+    accumulator: MetricsAccumulator = field(default_factory=MetricsAccumulator)
+
+    def add(self, row: dict[str, Any]) -> None:
+        super().add(row)
+        try:
+            self.accumulator.add(row)
+        except ValueError as exc:
+            raise ReverifyError(f"aggregate metrics of {self.agent!r}: {exc}") from exc
+
+    def write_entry(self, fp: IO[bytes]) -> dict[str, Any]:
+        label = {"agent_ref": {"name": self.label}}
+        return self.accumulator.write_answer(fp, prefix_fields=label, drop=(NOT_IN_SUMMARY,))
+
+    def close(self) -> None:
+        self.accumulator.close()
+
+
+@dataclass
+class RemoteGroup(AgentGroup):
+    """A group for a server reached by ``url``: spooled as one ``{"verify_responses": [...]}`` body."""
+
+    body: IO[bytes] = field(default_factory=lambda: tempfile.TemporaryFile())
+
+    def add(self, row: dict[str, Any]) -> None:
         self.body.write(b'{"verify_responses":[' if self.rows == 0 else b",")
         self.body.write(orjson.dumps(row))
-        self.rows += 1
+        super().add(row)
 
     def finish(self) -> IO[bytes]:
         """The finished body, on a handle of its own: aiohttp closes what it uploads, and a server
@@ -68,39 +108,53 @@ class GroupSpool:
         self.body.seek(0)
         return rows
 
+    def close(self) -> None:
+        self.body.close()
 
-def spool_groups(rows: Iterable[dict[str, Any]], topology: Topology) -> list[GroupSpool]:
+
+def collect_groups(rows: Iterable[dict[str, Any]], topology: Topology) -> list[LocalGroup | RemoteGroup]:
     """Groups in order of first appearance; rows without a run label are skipped, as NeMo Gym does.
 
     Rows group by agent (and server), not by NeMo Gym's run label directly: seeded rows carry the
     collection's ``_ng_environment_server`` while recovered rows do not, and one agent's metrics
     must not split in two. The entry is named by the environment server when its rows agree on one.
+    Rows come in key order (an output file, or shards merged by key), as a local group needs them.
     """
-    groups: dict[tuple[str, str], GroupSpool] = {}
-    for row in rows:
-        label = run_label(row)
-        if label is None:
-            continue
-        agent = agent_name(row) or label
-        server = topology.server_for(row)
-        group = groups.get((agent, server))
-        if group is None:
-            group = groups[(agent, server)] = GroupSpool(agent, server)
-        group.labels.add(label)
-        group.add(strip_for_aggregation(row))
+    groups: dict[tuple[str, str], LocalGroup | RemoteGroup] = {}
+    try:
+        for row in rows:
+            label = run_label(row)
+            if label is None:
+                continue
+            agent = agent_name(row) or label
+            server = topology.server_for(row)
+            group = groups.get((agent, server))
+            if group is None:
+                group = groups[(agent, server)] = _new_group(agent, server, topology)
+            group.labels.add(label)
+            group.add(strip_for_aggregation(row))
+    except BaseException:
+        for group in groups.values():
+            group.close()
+        raise
     return list(groups.values())
 
 
-async def aggregate_spools(spools: list[GroupSpool], clients: Mapping[str, VerifierClient]) -> list[dict[str, Any]]:
-    entries = []
-    for spool in spools:
-        try:
-            with spool.finish() as body:
-                metrics = await clients[spool.server].aggregate_metrics(body)
-            if metrics is None:  # the server has no /aggregate_metrics: our own baseline statistics
-                metrics = baseline_metrics(spool.read_rows())
-        finally:
-            spool.body.close()
-        metrics.pop("perf_summary", None)
-        entries.append({"agent_ref": {"name": spool.label}, **metrics})
-    return entries
+def _new_group(agent: str, server: str, topology: Topology) -> LocalGroup | RemoteGroup:
+    hooks = builtin_metrics_hooks(topology.servers[server])
+    if hooks is None:
+        return RemoteGroup(agent, server)
+    return LocalGroup(agent, server, accumulator=hooks.accumulator())
+
+
+async def remote_answers(groups: list[RemoteGroup], clients: Mapping[str, VerifierClient]) -> list[dict[str, Any]]:
+    """Each group's answer from its server, or our own baseline when the server has no /aggregate_metrics."""
+    answers = []
+    for group in groups:
+        with group.finish() as body:
+            metrics = await clients[group.server].aggregate_metrics(body)
+        if metrics is None:
+            metrics = MetricsHooks().answer(group.read_rows())
+        metrics.pop(NOT_IN_SUMMARY, None)
+        answers.append({"agent_ref": {"name": group.label}, **metrics})
+    return answers

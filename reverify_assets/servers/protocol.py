@@ -16,14 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
 import orjson
 from aiohttp import web
 
-from reverify_assets.metrics.aggregate import baseline_metrics
+from reverify_assets.metrics.accumulator import KeyMetricsHook, MetricsAccumulator
+from reverify_assets.metrics.aggregate import aggregate_metrics
+from reverify_assets.metrics.hooks import TasksHook
 
 log = logging.getLogger("reverify.server")
 
@@ -42,8 +45,26 @@ class BadVerifyRequest(Exception):
     """The request is the caller's fault: answered with HTTP 422, as NeMo Gym's FastAPI validation does."""
 
 
+@dataclass(frozen=True)
+class MetricsHooks:
+    """A server's ``/aggregate_metrics`` hooks, NeMo Gym's ``compute_metrics`` and ``get_key_metrics``; a
+    class-level fact, so the CLI can compute a built-in server's metrics without starting it."""
+
+    compute_metrics: TasksHook | None = None
+    get_key_metrics: KeyMetricsHook | None = None
+
+    def accumulator(self) -> MetricsAccumulator:
+        return MetricsAccumulator(compute_metrics=self.compute_metrics, get_key_metrics=self.get_key_metrics)
+
+    def answer(self, verify_responses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return aggregate_metrics(
+            verify_responses, compute_metrics=self.compute_metrics, get_key_metrics=self.get_key_metrics
+        )
+
+
 class ResourcesServer(ABC):
     reverify_mode: ClassVar[ReverifyMode] = ReverifyMode.UNKNOWN
+    metrics_hooks: ClassVar[MetricsHooks] = MetricsHooks()
 
     @abstractmethod
     async def verify(self, body: dict[str, Any]) -> dict[str, Any]: ...
@@ -55,7 +76,7 @@ class ResourcesServer(ABC):
         """Release what ``open`` acquired."""
 
     def aggregate_metrics(self, verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
-        return baseline_metrics(verify_responses)
+        return self.metrics_hooks.answer(verify_responses)
 
 
 def json_response(value: Any, status: int = 200) -> web.Response:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
-from reverify_assets.servers.protocol import ResourcesServer
+from reverify_assets.servers.protocol import MetricsHooks, ResourcesServer
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ class BuiltinServer:
     def config_model(self) -> type[BaseModel]:
         return getattr(import_module(self.module), self.config_class)
 
-    def factory(self) -> Callable[[Any], ResourcesServer]:
+    def server_type(self) -> type[ResourcesServer]:
         return getattr(import_module(self.module), self.server_class)
 
 
@@ -52,6 +51,12 @@ def validate_builtin_block(block: ServerBlock) -> BaseModel:
         raise ReverifyError(f"config: {problems}") from exc
 
 
+def builtin_metrics_hooks(block: ServerBlock) -> MetricsHooks | None:
+    """The hooks of a built-in server the CLI would start itself; None for a server reached by ``url``."""
+    builtin = BUILTIN_SERVERS.get(block.type)
+    return None if block.url or builtin is None else builtin.server_type().metrics_hooks
+
+
 def build_server(block: ServerBlock) -> ResourcesServer:
     config = validate_builtin_block(block)
-    return BUILTIN_SERVERS[block.type].factory()(config)
+    return BUILTIN_SERVERS[block.type].server_type()(config)

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from reverify_assets.metrics import (
-    add_avg_sample_std_dev,
     aggregate_metrics,
     baseline_metrics,
     compute_pass_majority_metrics,
@@ -166,7 +165,7 @@ def test_baseline_metrics_is_aggregate_without_hooks() -> None:
 
 def _metrics(scores: list[list[Any]], answers: list[list[Any]] | None = None) -> dict[str, Any]:
     key = "extracted_answer" if answers is not None else None
-    return compute_pass_majority_metrics(_tasks(scores, answers), answer_key=key).metrics
+    return compute_pass_majority_metrics(_tasks(scores, answers), answer_key=key)
 
 
 PASS_MAJORITY_CASES = [
@@ -245,7 +244,7 @@ def test_std_dev_and_err_across_runs_are_positive() -> None:
 
 
 def test_no_tasks_give_no_metrics() -> None:
-    assert compute_pass_majority_metrics([]).metrics == {}
+    assert compute_pass_majority_metrics([]) == {}
 
 
 def test_without_answer_key_there_is_no_majority_or_no_answer() -> None:
@@ -263,7 +262,7 @@ def test_multiple_score_methods_give_separate_families() -> None:
     def score_fn(row: dict[str, Any]) -> dict[str, Any]:
         return {"accuracy": row["reward"], "symbolic_accuracy": row["symbolic"]}
 
-    metrics = compute_pass_majority_metrics(tasks, score_fn=score_fn).metrics
+    metrics = compute_pass_majority_metrics(tasks, score_fn=score_fn)
     for family in ("pass@1/", "pass@2/", "pass@1[avg-of-2]/"):
         assert f"{family}accuracy" in metrics and f"{family}symbolic_accuracy" in metrics
     assert list(metrics["per_sample_aggregate"]) == ["accuracy", "symbolic_accuracy"]
@@ -323,12 +322,11 @@ def test_subset_metrics_are_prefixed_and_have_no_per_sample_aggregate() -> None:
 
 @pytest.mark.parametrize(("scores", "present"), [([[1, 0], [1, 1]], True), ([[1], [0]], False)])
 def test_avg_sample_std_dev_only_when_k_above_one(scores: list[list[int]], present: bool) -> None:
-    result = compute_pass_majority_metrics(_tasks(scores))
-    add_avg_sample_std_dev(result.metrics, result.table)
+    metrics = compute_pass_majority_metrics(_tasks(scores), avg_sample_std_dev=True)
     key = "pass@1[avg-of-2]/accuracy/avg_sample_std_dev"
-    assert (key in result.metrics) is present
+    assert (key in metrics) is present
     if present:
-        assert result.metrics[key] == pytest.approx(math.sqrt(0.5) / 2)
+        assert metrics[key] == pytest.approx(math.sqrt(0.5) / 2)
 
 
 # --- Reward profile rules (NeMo Gym 0.7.0 reward_profile.py) ----------------------------------------------

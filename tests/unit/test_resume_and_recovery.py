@@ -14,7 +14,7 @@ from reverify_assets.lib.judge_recovery import index_judge_failures, iter_seed_l
 from reverify_assets.lib.key_index import scan_keys
 from reverify_assets.lib.output_tail import repair_unterminated_tail
 from reverify_assets.lib.resume_cache import max_attempts_from, read_cache, resume_summary
-from reverify_assets.pipeline.aggregation import spool_groups
+from reverify_assets.pipeline.aggregation import LocalGroup, RemoteGroup, collect_groups
 from reverify_assets.pipeline.merge import seed_successes
 
 
@@ -130,10 +130,34 @@ def test_seeded_and_recovered_rows_of_one_agent_form_one_entry() -> None:
         key(2, reward=1.0, agent_ref={"name": "other"}),
         key(3, reward=1.0),  # no run label: skipped, as NeMo Gym does
     ]
-    groups = spool_groups(rows, topology)
+    groups = collect_groups(rows, topology)
     assert [(g.label, g.rows) for g in groups] == [("mcqa_environment_server", 2), ("other", 1)]
     for group in groups:
-        group.body.close()
+        group.close()
+
+
+@pytest.mark.parametrize(
+    ("fields", "kind"),
+    [({}, LocalGroup), ({"url": "http://127.0.0.1:9"}, RemoteGroup)],
+    ids=["built-in: computed here", "reached by url: asked"],
+)
+def test_a_built_in_servers_metrics_are_computed_here_and_a_remote_ones_asked(
+    fields: dict[str, str], kind: type
+) -> None:
+    topology = read_topology({"mcqa": {"resources_servers": {"mcqa": fields}}})
+    groups = collect_groups([key(0, reward=1.0, agent_ref={"name": "a"})], topology)
+    assert [type(group) for group in groups] == [kind]
+    for group in groups:
+        group.close()
+
+
+def test_rows_out_of_key_order_are_refused_by_name() -> None:
+    from reverify_assets.errors import ReverifyError
+
+    topology = read_topology({"mcqa": {"resources_servers": {"mcqa": {}}}})
+    rows = [key(task, reward=1.0, agent_ref={"name": "a"}) for task in (1, 0)]
+    with pytest.raises(ReverifyError, match=r"aggregate metrics of 'a': .*out of key order"):
+        collect_groups(rows, topology)
 
 
 def test_a_second_writer_of_one_output_is_refused(tmp_path: Path) -> None:

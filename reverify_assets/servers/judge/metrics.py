@@ -13,16 +13,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reverify_assets.metrics.aggregate import default_key_metrics
+from reverify_assets.metrics.hooks import StreamingHook
 
 ISSUE_RATE = "judgement_parsing_issue_rate"
 
 
-def compute_metrics(tasks: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    judged = 0
-    with_issues = 0
-    kinds: Counter[str] = Counter()
-    for task in tasks:
-        for rollout in task:
+class IssueRates:
+    """The issue rates, one task at a time (a :class:`~reverify_assets.metrics.hooks.TaskReducer`)."""
+
+    def __init__(self) -> None:
+        self._judged = 0
+        self._with_issues = 0
+        self._kinds: Counter[str] = Counter()
+
+    def add_task(self, rollouts: Sequence[Mapping[str, Any]]) -> None:
+        for rollout in rollouts:
             evaluations = rollout.get("judge_evaluations")
             if not isinstance(evaluations, Sequence) or not evaluations:
                 continue
@@ -31,15 +36,20 @@ def compute_metrics(tasks: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, A
                 if isinstance(evaluation, Mapping):
                     found = evaluation.get("judgement_parsing_issues") or ()
                     issues.update(issue for issue in found if isinstance(issue, str))
-            judged += 1
-            with_issues += bool(issues)
-            kinds.update(issues)
-    if not judged:
-        return {}
-    metrics: dict[str, Any] = {ISSUE_RATE: with_issues / judged}
-    for kind, count in sorted(kinds.items()):
-        metrics[f"{ISSUE_RATE}/{kind}"] = count / judged
-    return metrics
+            self._judged += 1
+            self._with_issues += bool(issues)
+            self._kinds.update(issues)
+
+    def finish(self) -> dict[str, Any]:
+        if not self._judged:
+            return {}
+        metrics: dict[str, Any] = {ISSUE_RATE: self._with_issues / self._judged}
+        for kind, count in sorted(self._kinds.items()):
+            metrics[f"{ISSUE_RATE}/{kind}"] = count / self._judged
+        return metrics
+
+
+compute_metrics = StreamingHook(IssueRates, "The issue rates of the rollouts, by task (list form or streamed).")
 
 
 def get_key_metrics(agent_metrics: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 import aiohttp
 
-from reverify_assets.metrics.aggregate import aggregate_metrics
 from reverify_assets.servers.judge import metrics as judge_metrics
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed, judge_failed_row
@@ -26,7 +25,7 @@ from reverify_assets.servers.judge.prompt import (
 )
 from reverify_assets.servers.judge.redaction import Redactor
 from reverify_assets.servers.judge.verdict import parse_verdict
-from reverify_assets.servers.protocol import BadVerifyRequest, ResourcesServer, ReverifyMode
+from reverify_assets.servers.protocol import BadVerifyRequest, MetricsHooks, ResourcesServer, ReverifyMode
 
 __all__ = ["EquivalenceJudgeConfig", "EquivalenceJudgeServer", "JudgeRequest", "parse_request"]
 
@@ -97,6 +96,7 @@ class EquivalenceJudgeServer(ResourcesServer):
     """
 
     reverify_mode: ClassVar[ReverifyMode] = ReverifyMode.STATELESS
+    metrics_hooks: ClassVar[MetricsHooks] = MetricsHooks(judge_metrics.compute_metrics, judge_metrics.get_key_metrics)
 
     def __init__(
         self, config: EquivalenceJudgeConfig, *, sleep: Sleep = asyncio.sleep, rng: random.Random | None = None
@@ -238,9 +238,3 @@ class EquivalenceJudgeServer(ResourcesServer):
             "judge_evaluations": evaluations,
         }
 
-    def aggregate_metrics(self, verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
-        return aggregate_metrics(
-            verify_responses,
-            compute_metrics=judge_metrics.compute_metrics,
-            get_key_metrics=judge_metrics.get_key_metrics,
-        )

@@ -8,14 +8,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from reverify_assets.metrics import mcqa as mcqa_metrics
-from reverify_assets.metrics.aggregate import aggregate_metrics
 from reverify_assets.servers.mcqa.grading import (
     MCQAInputError,
     effective_mode,
     grade,
     template_metadata_kwargs,
 )
-from reverify_assets.servers.protocol import BadVerifyRequest, ResourcesServer, ReverifyMode
+from reverify_assets.servers.protocol import BadVerifyRequest, MetricsHooks, ResourcesServer, ReverifyMode
 
 
 class MCQAServerConfig(BaseModel):
@@ -32,6 +31,7 @@ class MCQAServer(ResourcesServer):
     """Grades a stored response from the request alone, so re-verifying it is exactly as good as verifying it."""
 
     reverify_mode: ClassVar[ReverifyMode] = ReverifyMode.STATELESS
+    metrics_hooks: ClassVar[MetricsHooks] = MetricsHooks(mcqa_metrics.compute_metrics, mcqa_metrics.get_key_metrics)
 
     def __init__(self, config: MCQAServerConfig) -> None:
         self.config = config
@@ -73,9 +73,3 @@ class MCQAServer(ResourcesServer):
             "extracted_answer": result.extracted_answer,
         }
 
-    def aggregate_metrics(self, verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
-        return aggregate_metrics(
-            verify_responses,
-            compute_metrics=mcqa_metrics.compute_metrics,
-            get_key_metrics=mcqa_metrics.get_key_metrics,
-        )
