@@ -1,4 +1,10 @@
-"""``reverify run``: check everything up front, then materialize the rescoring assets."""
+"""``reverify run``: check everything up front, then materialize the rescoring assets.
+
+The start-up runs three things at once: the built-in servers start in their own processes, and the key scans,
+the join and the inputs' fingerprints run in threads (polars and hashlib, without the GIL), while this thread
+imports Dagster and opens its instance. Their errors are raised before the Dagster run is created, as the
+other input errors are.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.resume_cache import max_attempts_from
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import check_fresh_output
-from reverify_assets.pipeline.preparation import load_verifier_setup
+from reverify_assets.pipeline.preparation import PrefetchedInputs, load_verifier_setup, rollouts_scan_limit
+from reverify_assets.verifier.launcher import prestarted_servers
 
 log = logging.getLogger("reverify")
 # `reverify run` flags that become RunOptions fields of the same name, as given.
@@ -79,15 +86,24 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     if options.judge_failed_only:
         log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
 
-    from reverify_assets.cli.summary import print_run_summary
-    from reverify_assets.defs.materialization import materialize_rescoring
-    from reverify_assets.defs.resources import RescoringResource
+    servers = prestarted_servers(list(setup.topology.servers.values()))
+    limit = rollouts_scan_limit(options.limit, options.judge_failed_only)
+    join_with = None if options.judge_failed_only else setup
+    prefetched = PrefetchedInputs(options.inputs, options.rollouts, limit=limit, join_with=join_with)
+    with servers, prefetched:
+        import dagster  # noqa: F401  (most of the start-up: an input error found meanwhile is said right after)
 
-    rescoring = RescoringResource.for_run(options)
-    log.info("reverify: verifier config %s; rows stream from %s", setup.config_hash, options.rollouts)
-    run = materialize_rescoring(
-        rescoring,
-        aggregate=not options.disable_aggregation,
-        tags={"reverify/output": str(options.output), "reverify/config_hash": setup.config_hash},
-    )
+        prefetched.raise_if_failed()
+        from reverify_assets.cli.summary import print_run_summary
+        from reverify_assets.defs.materialization import materialize_rescoring
+        from reverify_assets.defs.resources import RescoringResource
+
+        rescoring = RescoringResource.for_run(options)
+        log.info("reverify: verifier config %s; rows stream from %s", setup.config_hash, options.rollouts)
+        run = materialize_rescoring(
+            rescoring,
+            aggregate=not options.disable_aggregation,
+            tags={"reverify/output": str(options.output), "reverify/config_hash": setup.config_hash},
+            before_run=prefetched.wait,
+        )
     print_run_summary(run, recovery=options.judge_failed_only, disable_aggregation=options.disable_aggregation)

@@ -39,7 +39,14 @@ from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_summary import summarize_output
-from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, scan_inputs, scan_rollouts
+from reverify_assets.pipeline.preparation import (
+    InputsIndex,
+    join_and_route,
+    rollouts_scan_limit,
+    scan_inputs,
+    scan_rollouts,
+    take_prefetched_plan,
+)
 from reverify_assets.pipeline.shard_merge import index_shards, iter_rows
 from reverify_assets.pipeline.verification import run_verification
 from reverify_assets.pipeline.verify_loop import VerifyStats
@@ -67,8 +74,7 @@ def materialized_inputs(context: dg.AssetExecutionContext, rescoring: RescoringR
 @dg.asset(group_name=RESCORING, description="The stored rollouts (responses and original rewards), indexed by key.")
 def rollouts(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
     source = Path(rescoring.rollouts)
-    # In judge recovery --limit counts recovered rows, never the successes carried over.
-    index = scan_rollouts(source, limit=None if rescoring.judge_failed_only else rescoring.limit)
+    index = scan_rollouts(source, limit=rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only))
     target = work_dir(context) / "rollouts.parquet"
     write_parquet_atomic(index.frame, target)
     return dg.Output(
@@ -86,12 +92,15 @@ def _plan(
     exclude: IndexHandle | None = None,
 ) -> dg.Output[PlanHandle]:
     setup = rescoring.verifier_setup()
-    inputs_frame = pl.read_parquet(inputs.index)
-    inputs_index = InputsIndex(
-        KeyIndex(Path(inputs.source), inputs_frame.drop("route")), inputs_frame["route"], inputs.routes
-    )
-    responses_index = KeyIndex(Path(responses.source), pl.read_parquet(responses.index))
-    plan = join_and_route(inputs_index, responses_index, setup.topology)
+    limit = rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only)
+    plan = take_prefetched_plan(Path(inputs.source), Path(responses.source), limit, setup.config_hash)
+    if plan is None:
+        inputs_frame = pl.read_parquet(inputs.index)
+        inputs_index = InputsIndex(
+            KeyIndex(Path(inputs.source), inputs_frame.drop("route")), inputs_frame["route"], inputs.routes
+        )
+        responses_index = KeyIndex(Path(responses.source), pl.read_parquet(responses.index))
+        plan = join_and_route(inputs_index, responses_index, setup.topology)
     if exclude is not None:
         plan = plan.join(pl.read_parquet(exclude.index).select(KEY_COLUMNS), on=KEY_COLUMNS, how="anti")
     target = work_dir(context) / f"{context.asset_key.to_python_identifier()}.parquet"

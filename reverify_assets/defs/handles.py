@@ -9,6 +9,8 @@ from typing import Any
 import dagster as dg
 from pydantic import BaseModel
 
+from reverify_assets.lib.prefetch import file_digest
+
 
 class IndexHandle(BaseModel):
     source: str  # the JSONL file indexed
@@ -43,6 +45,5 @@ def work_dir(context: dg.AssetExecutionContext) -> Path:
 def content_version(*paths: Path) -> dg.DataVersion:
     digest = hashlib.sha256()
     for path in paths:
-        with open(path, "rb") as fh:
-            digest.update(hashlib.file_digest(fh, "sha256").digest())
+        digest.update(file_digest(path))
     return dg.DataVersion(digest.hexdigest()[:16])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,12 +66,20 @@ class MaterializedRun:
 
 
 def materialize_rescoring(
-    rescoring: RescoringResource, *, aggregate: bool, tags: dict[str, str] | None = None
+    rescoring: RescoringResource,
+    *,
+    aggregate: bool,
+    tags: dict[str, str] | None = None,
+    before_run: Callable[[], None] | None = None,
 ) -> MaterializedRun:
+    """``before_run`` is called once the instance is open, before the run is created: a check that fails
+    there leaves no failed run behind."""
     flow = RECOVERY_FLOW if rescoring.judge_failed_only else RESCORING_FLOW
     selection = [*flow.selection, flow.metrics_asset] if aggregate else list(flow.selection)
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
+        if before_run is not None:
+            before_run()
         try:
             result = dg.materialize(
                 ALL_ASSETS,

@@ -6,19 +6,21 @@ joining and sorting a million rows costs tens of megabytes; rows are read back o
 
 from __future__ import annotations
 
+import mmap
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
-from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
+from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl, parse_row
+from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
 
 INDEX_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "offset": pl.Int64, "line": pl.Int64}
 KEY_COLUMNS = ["task", "rollout"]
+JSON_WHITESPACE = frozenset(b" \t\r\n")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,82 @@ def scan_keys(
     if reject_duplicates:
         reject_duplicate_keys(index)
     return index
+
+
+def read_key_fields(path: Path, fields: Mapping[str, pl.DataType], *, limit: int | None = None) -> pl.DataFrame | None:
+    """The key and ``fields`` of every row (the first ``limit``), with its byte offset and line number.
+
+    Read by polars' NDJSON reader, which parses and validates every line without holding the GIL, so it
+    runs alongside the rest of the start-up; the line-by-line scan (``scan_keys``) holds the GIL
+    throughout and costs more CPU time. Only the line offsets are found in Python (a ``find`` per line).
+
+    Columns: task, rollout (null where the field is missing or null), ``fields``, offset, line. None when
+    only the line-by-line scan can say what is wrong with the file: a blank line, or a line polars
+    rejected (bad JSON or UTF-8, a key that is not an integer, a field of another JSON type than asked).
+    Left to the verify step, which parses every row again and re-checks its key: a line orjson rejects
+    but polars accepts (a lone surrogate escape) and a field named twice in one object (polars keeps the
+    first, orjson the last).
+    """
+    offsets = line_offsets(path, limit)
+    if offsets is None:
+        return None
+    try:
+        frame = pl.read_ndjson(path, schema={TASK_FIELD: pl.Int64, ROLLOUT_FIELD: pl.Int64, **fields}, n_rows=limit)
+    except (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException):
+        return None
+    if offsets.len() != frame.height:  # polars skips blank lines
+        return None
+    return frame.rename({TASK_FIELD: "task", ROLLOUT_FIELD: "rollout"}).with_columns(
+        offsets.alias("offset"), pl.int_range(1, frame.height + 1, dtype=pl.Int64).alias("line")
+    )
+
+
+def line_offsets(path: Path, limit: int | None = None) -> pl.Series | None:
+    """The byte offset of every line (the first ``limit``), split as ``iter_jsonl`` splits them (on ``\\n``);
+    None if the file cannot be read or a line is blank (``read_key_fields`` then leaves the file to the
+    line-by-line scan)."""
+    offsets: array[int] = array("q")
+    try:
+        fh = open(path, "rb")
+    except OSError:
+        return None
+    with fh:
+        size = fh.seek(0, 2)
+        if size == 0:
+            return pl.Series(offsets, dtype=pl.Int64)
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            find, start = data.find, 0
+            while start < size and (limit is None or len(offsets) < limit):
+                end = find(b"\n", start)
+                end = size if end < 0 else end
+                # JSON may start with whitespace, so only such a line needs a closer look.
+                if data[start] in JSON_WHITESPACE and not data[start:end].strip():
+                    return None
+                offsets.append(start)
+                start = end + 1
+    return pl.Series(offsets, dtype=pl.Int64)
+
+
+def recheck_rows(path: Path, frame: pl.DataFrame, suspect: pl.Expr, check: RowCheck | None = None) -> pl.DataFrame:
+    """Parse the ``suspect`` rows of a ``read_key_fields`` frame line by line, as ``scan_keys`` would.
+
+    The first bad one raises the error the line-by-line scan gives; the keys of the others are taken from
+    that parse. Returns the frame with the exact keys.
+    """
+    rows = frame.with_row_index("position").filter(suspect)
+    if rows.is_empty():
+        return frame
+    tasks, rollouts = frame["task"].to_list(), frame["rollout"].to_list()
+    with open(path, "rb") as fh:
+        for position, offset, line_no in rows.select("position", "offset", "line").iter_rows():
+            fh.seek(offset)
+            raw = fh.readline().rstrip(b"\r\n")
+            entry = JsonlLine(line_no, offset, raw, parse_row(raw, path, line_no))
+            key = row_key(entry.row, path, line_no)
+            if check is not None:
+                check(entry, key)
+            tasks[position], rollouts[position] = key
+    return frame.with_columns(pl.Series("task", tasks, dtype=pl.Int64), pl.Series("rollout", rollouts, dtype=pl.Int64))
 
 
 def duplicated_keys(frame: pl.DataFrame) -> pl.DataFrame:

@@ -1,10 +1,17 @@
-"""Everything checked before a server starts or an output file exists: config, inputs, rollouts, join."""
+"""Everything checked before any row is verified: config, inputs, rollouts, join.
+
+``reverify run`` starts the key scans, the join and the sources' fingerprints in threads as soon as its
+options are known (``PrefetchedInputs``), so they overlap the Dagster import and instance set-up; the
+assets that need them then take their results instead of doing the work again.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import polars as pl
@@ -13,13 +20,24 @@ from reverify_assets.config.fingerprint import verifier_config_hash
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.topology import Topology, read_topology
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import JsonlLine
-from reverify_assets.lib.key_index import KeyIndex, join_rollouts_to_inputs, scan_keys
+from reverify_assets.lib import prefetch
+from reverify_assets.lib.jsonl import JsonlLine, read_row_at
+from reverify_assets.lib.key_index import (
+    INDEX_SCHEMA,
+    KeyIndex,
+    join_rollouts_to_inputs,
+    read_key_fields,
+    recheck_rows,
+    reject_duplicate_keys,
+    scan_keys,
+)
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
 from reverify_assets.servers.registry import validate_builtin_block
 
 ROUTE_FIELDS = ("agent_ref", "task_source", "_ng_environment_server")
+# Reads `response` as null when missing (or null) and as a struct when it is an object, without building it.
+RESPONSE_PRESENCE = pl.Struct({"__reverify_presence__": pl.Null})
 
 
 @dataclass(frozen=True)
@@ -46,28 +64,173 @@ class InputsIndex:
 
 
 def scan_inputs(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
+    if reject_duplicates and (prefetched := _take_prefetched(_scan_key("inputs", path))) is not None:
+        return prefetched
+    return _scan_inputs(path, reject_duplicates=reject_duplicates)
+
+
+def _scan_inputs(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
+    frame = read_key_fields(path, dict.fromkeys(ROUTE_FIELDS, pl.String))
+    if frame is None:
+        return _scan_inputs_by_line(path, reject_duplicates=reject_duplicates)
+    frame = recheck_rows(path, frame, pl.any_horizontal(pl.col("task", "rollout").is_null()))
+    keys = KeyIndex(path, frame.select(list(INDEX_SCHEMA)))
+    if reject_duplicates:
+        reject_duplicate_keys(keys)
+    route_of_row, routes = _routes(path, frame)
+    return InputsIndex(keys, route_of_row, routes)
+
+
+def _routes(path: Path, frame: pl.DataFrame) -> tuple[pl.Series, list[dict[str, Any]]]:
+    """Each row's route, numbered in order of first appearance as ``_scan_inputs_by_line`` numbers them.
+
+    Rows are grouped by their routing fields as polars read them (an object's JSON text, a string's
+    value), then each group's fields are taken from its first row, parsed exactly. Groups whose rows hold
+    the same fields in another spelling (spacing inside an object) share a route; rows that read alike but
+    differ in JSON type (a field missing in one and null in another, ``5`` and ``"5"``) share their first
+    row's route.
+    """
+    groups = (
+        frame.select(*ROUTE_FIELDS, "offset", "line")
+        .with_row_index("position")
+        .group_by(ROUTE_FIELDS, maintain_order=True)
+        .agg(pl.col("position"), pl.col("offset").first(), pl.col("line").first())
+    )
+    route_ids: dict[bytes, int] = {}
+    routes: list[dict[str, Any]] = []
+    group_route: list[int] = []
+    with open(path, "rb") as fh:
+        for offset, line in groups.select("offset", "line").iter_rows():
+            row = read_row_at(fh, offset, path, line)
+            group_route.append(_route_id(row, route_ids, routes))
+    per_row = (
+        groups.select(pl.Series("route", group_route, dtype=pl.Int32), "position")
+        .explode("position")
+        .sort("position")["route"]
+    )
+    return per_row, routes
+
+
+def _route_id(row: dict[str, Any], route_ids: dict[bytes, int], routes: list[dict[str, Any]]) -> int:
+    fields = {name: row[name] for name in ROUTE_FIELDS if name in row}
+    signature = repr(sorted(fields.items())).encode()
+    if signature not in route_ids:
+        route_ids[signature] = len(routes)
+        routes.append(fields)
+    return route_ids[signature]
+
+
+def _scan_inputs_by_line(path: Path, *, reject_duplicates: bool) -> InputsIndex:
     route_ids: dict[bytes, int] = {}
     routes: list[dict[str, Any]] = []
     per_row: list[int] = []
 
     def remember_route(entry: JsonlLine, _: RolloutKey) -> None:
-        fields = {name: entry.row[name] for name in ROUTE_FIELDS if name in entry.row}
-        signature = repr(sorted(fields.items())).encode()
-        if signature not in route_ids:
-            route_ids[signature] = len(routes)
-            routes.append(fields)
-        per_row.append(route_ids[signature])
+        per_row.append(_route_id(entry.row, route_ids, routes))
 
     keys = scan_keys(path, check=remember_route, reject_duplicates=reject_duplicates)
     return InputsIndex(keys, pl.Series("route", per_row, dtype=pl.Int32), routes)
 
 
 def scan_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: bool = True) -> KeyIndex:
+    if reject_duplicates and (prefetched := _take_prefetched(_scan_key("rollouts", path, limit))) is not None:
+        return prefetched
+    return _scan_rollouts(path, limit=limit, reject_duplicates=reject_duplicates)
+
+
+def _scan_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: bool = True) -> KeyIndex:
     def require_response(entry: JsonlLine, key: RolloutKey) -> None:
         if "response" not in entry.row:
             raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
-    return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)
+    frame = read_key_fields(path, {"response": RESPONSE_PRESENCE}, limit=limit)
+    if frame is None:
+        return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)
+    # A null response is missing or JSON null: only the line itself tells which.
+    suspect = pl.any_horizontal(pl.col("task", "rollout", "response").is_null())
+    index = KeyIndex(path, recheck_rows(path, frame, suspect, require_response).select(list(INDEX_SCHEMA)))
+    if reject_duplicates:
+        reject_duplicate_keys(index)
+    return index
+
+
+def rollouts_scan_limit(limit: int | None, judge_failed_only: bool) -> int | None:
+    """The rows of --rollouts to index: in judge recovery --limit counts recovered rows, never the successes."""
+    return None if judge_failed_only else limit
+
+
+# --- the start-up of `reverify run`: scans, fingerprints and join started ahead of the assets ------------------
+
+
+def _scan_key(kind: str, path: Path, limit: int | None = None) -> Hashable:
+    return (kind, path.resolve(), limit)
+
+
+def _plan_key(inputs: Path, rollouts: Path, limit: int | None, config_hash: str) -> Hashable:
+    return ("plan", inputs.resolve(), rollouts.resolve(), limit, config_hash)
+
+
+def take_prefetched_plan(inputs: Path, rollouts: Path, limit: int | None, config_hash: str) -> pl.DataFrame | None:
+    """The ``join_and_route`` plan ``PrefetchedInputs`` made of these files (or its error), if it made one."""
+    started = prefetch.take(_plan_key(inputs, rollouts, limit, config_hash))
+    return None if started is None else started.result()
+
+
+def _take_prefetched(key: Hashable) -> Any:
+    started = prefetch.take(key)
+    return None if started is None else started.result()
+
+
+class PrefetchedInputs:
+    """``with PrefetchedInputs(...) as inputs:`` indexes, fingerprints and joins the two files in threads.
+
+    The assets that need these (``scan_inputs``, ``scan_rollouts``, ``take_prefetched_plan``, the sources'
+    content versions) take the results instead of doing the work again. ``join_with`` None: no join (judge
+    recovery joins the inputs to the failures, not to the rollouts). What nobody took is forgotten on exit.
+    """
+
+    def __init__(self, inputs: Path, rollouts: Path, *, limit: int | None, join_with: VerifierSetup | None) -> None:
+        self.inputs, self.rollouts, self.limit, self.join_with = inputs, rollouts, limit, join_with
+        self._keys: list[Hashable] = []
+        self._checks: list[Future[Any]] = []
+
+    def __enter__(self) -> PrefetchedInputs:
+        inputs_key, rollouts_key = _scan_key("inputs", self.inputs), _scan_key("rollouts", self.rollouts, self.limit)
+        inputs_index = prefetch.start(inputs_key, [self.inputs], lambda: _scan_inputs(self.inputs))
+        rollouts_index = prefetch.start(
+            rollouts_key, [self.rollouts], lambda: _scan_rollouts(self.rollouts, limit=self.limit)
+        )
+        self._keys = [inputs_key, rollouts_key]
+        self._checks = [inputs_index, rollouts_index]
+        if (setup := self.join_with) is not None:
+            plan_key = _plan_key(self.inputs, self.rollouts, self.limit, setup.config_hash)
+            plan = prefetch.start(
+                plan_key,
+                [self.inputs, self.rollouts],
+                lambda: join_and_route(inputs_index.result(), rollouts_index.result(), setup.topology),
+            )
+            self._keys.append(plan_key)
+            self._checks.append(plan)
+        self._keys += [prefetch.start_file_digest(path) for path in (self.inputs, self.rollouts)]
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for key in self._keys:
+            prefetch.forget(key)
+
+    def raise_if_failed(self) -> None:
+        """Raise the first error (inputs, rollouts, join: the order the assets would meet them) known by now."""
+        for check in self._checks:
+            if not check.done():
+                return
+            check.result()
+
+    def wait(self) -> None:
+        """Wait for the scans and the join; raise the first error, in the order the assets would meet them."""
+        for check in self._checks:
+            check.result()
 
 
 def join_and_route(inputs: InputsIndex, rollouts: KeyIndex, topology: Topology) -> pl.DataFrame:

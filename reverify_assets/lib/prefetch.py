@@ -1,0 +1,103 @@
+"""Work started early in threads, for code later in the same process to take instead of doing it again.
+
+``reverify run`` knows its input files as soon as it has read its options; the assets that index and
+fingerprint them run after Dagster's import and instance set-up, which take most of the start-up. Work
+started here runs alongside that (polars and hashlib release the GIL). A result is handed out once, and
+only while the files it was made from are unchanged (same inode, size and modification time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Identity = tuple[int, int, int]
+# Big reads: each chunk costs the thread one GIL hand-back, which it waits for while the main thread imports.
+DIGEST_CHUNK_BYTES = 16 << 20
+# Of a thread whose result is needed last, so that it yields the CPU to the others (Linux: per thread).
+LOW_PRIORITY_NICENESS = 10
+
+
+@dataclass(frozen=True)
+class _Started:
+    files: tuple[Path, ...]
+    identities: tuple[Identity, ...]  # of ``files`` when the work started
+    result: Future[Any]
+
+
+_started: dict[Hashable, _Started] = {}
+
+
+def start(key: Hashable, files: Sequence[Path], work: Callable[[], T], *, low_priority: bool = False) -> Future[T]:
+    """Run ``work`` in a thread of its own; ``take(key)`` hands its result over."""
+    future: Future[T] = Future()
+    _started[key] = _Started(tuple(files), tuple(_identity(path) for path in files), future)
+    # A daemon: a run that failed exits at once, without waiting for work nobody will take.
+    thread = threading.Thread(target=_fulfil, args=(future, work, low_priority), name=f"prefetch {key}", daemon=True)
+    thread.start()
+    return future
+
+
+def take(key: Hashable) -> Future[Any] | None:
+    """The work started under ``key`` (once), unless one of its files changed since it started."""
+    started = _started.pop(key, None)
+    if started is None:
+        return None
+    try:
+        unchanged = tuple(_identity(path) for path in started.files) == started.identities
+    except OSError:
+        unchanged = False
+    return started.result if unchanged else None
+
+
+def forget(key: Hashable) -> None:
+    _started.pop(key, None)
+
+
+def file_digest(path: Path) -> bytes:
+    """SHA-256 of a file's bytes: started ahead by ``start_file_digest``, else computed now."""
+    started = take(_digest_key(path))
+    return started.result() if started is not None else _sha256(path)
+
+
+def start_file_digest(path: Path) -> Hashable:
+    key = _digest_key(path)
+    # Taken only once the Dagster run is under way, after the scans: the start-up waits for those.
+    start(key, [path], lambda: _sha256(path), low_priority=True)
+    return key
+
+
+def _digest_key(path: Path) -> Hashable:
+    return ("sha256", path.resolve())
+
+
+def _sha256(path: Path) -> bytes:
+    digest = hashlib.sha256()
+    chunk = bytearray(DIGEST_CHUNK_BYTES)
+    view = memoryview(chunk)
+    with open(path, "rb", buffering=0) as fh:
+        while size := fh.readinto(chunk):
+            digest.update(view[:size])
+    return digest.digest()
+
+
+def _identity(path: Path) -> Identity:
+    stat = path.stat()
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _fulfil(future: Future[T], work: Callable[[], T], low_priority: bool) -> None:
+    if low_priority and sys.platform == "linux":
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOW_PRIORITY_NICENESS)
+    try:
+        future.set_result(work())
+    except BaseException as exc:  # handed to whoever takes the result, in the thread that asks
+        future.set_exception(exc)

@@ -1,0 +1,181 @@
+"""The polars scans of the inputs and rollouts agree with the line-by-line scan: same index, same errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.jsonl import JsonlLine
+from reverify_assets.lib.key_index import line_offsets, read_key_fields, scan_keys
+from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.lib.payload import missing_response_message
+from reverify_assets.pipeline.preparation import _scan_inputs, _scan_inputs_by_line, _scan_rollouts
+
+AGENT = {"type": "responses_api_agents", "name": "a"}
+
+
+def row(task: object, rollout: object, **extra: object) -> bytes:
+    return orjson.dumps({"_ng_task_index": task, "_ng_rollout_index": rollout, **extra})
+
+
+def rollout(task: object, rollout_: object, **extra: object) -> bytes:
+    return row(task, rollout_, response={"output": []}, **extra)
+
+
+def write(path: Path, lines: list[bytes], end: bytes = b"\n") -> Path:
+    path.write_bytes(b"".join(line + end for line in lines))
+    return path
+
+
+def exact_rollouts(path: Path, limit: int | None = None) -> pl.DataFrame:
+    def require_response(entry: JsonlLine, key: RolloutKey) -> None:
+        if "response" not in entry.row:
+            raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
+
+    return scan_keys(path, check=require_response, limit=limit).frame
+
+
+def outcome(scan: Callable[[], object]) -> object:
+    try:
+        return scan()
+    except ReverifyError as exc:
+        return f"error: {exc}"
+
+
+GOOD = [rollout(2, 1), rollout(0, 0, note="é" * 3), rollout(1, 3, x=[1, {"y": None}])]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        GOOD,
+        [*GOOD, b""],  # a blank line
+        [*GOOD, b"   "],
+        [GOOD[0], b'{"_ng_task_index": 0,'],  # malformed
+        [b"[1, 2]"],
+        [GOOD[0], orjson.dumps({"_ng_rollout_index": 1, "response": {}})],  # key missing
+        [rollout(0, None)],  # key null
+        [rollout("0", 0)],
+        [rollout(0, True)],
+        [rollout(1.0, 0)],
+        [b'{"_ng_task_index": 123456789012345678901234, "_ng_rollout_index": 0, "response": {}}'],
+        [GOOD[0], row(5, 0)],  # response missing
+        [GOOD[0], row(5, 0, response=None)],  # response null: present
+        [GOOD[0], row(5, 0, response="text")],  # not an object: polars refuses, the exact scan decides
+        [*GOOD, GOOD[1]],  # duplicate key
+        [rollout(3, 0, meta={"_ng_task_index": 9, "_ng_rollout_index": 9})],  # nested keys
+        [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}, "s": "\\ud83d\\ude00"}'],
+        [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}, "s": "\xff"}'],  # not UTF-8
+        [],
+    ],
+)
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"])
+def test_rollouts_scan_matches_the_line_by_line_scan(tmp_path: Path, lines: list[bytes], end: bytes) -> None:
+    path = write(tmp_path / "rollouts.jsonl", lines, end)
+    fast = outcome(lambda: _scan_rollouts(path).frame)
+    exact = outcome(lambda: exact_rollouts(path))
+    if isinstance(exact, pl.DataFrame):
+        assert isinstance(fast, pl.DataFrame) and fast.equals(exact)
+    else:
+        assert fast == exact
+
+
+def test_a_last_line_without_newline_keeps_its_offset(tmp_path: Path) -> None:
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(b"\n".join(GOOD))
+    assert _scan_rollouts(path).frame.equals(exact_rollouts(path))
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5])
+def test_limit_ignores_rows_after_it(tmp_path: Path, limit: int) -> None:
+    path = write(tmp_path / "rollouts.jsonl", [*GOOD, b"not json", row(9, 9)])
+    fast = outcome(lambda: _scan_rollouts(path, limit=limit).frame)
+    exact = outcome(lambda: exact_rollouts(path, limit=limit))
+    if isinstance(exact, pl.DataFrame):
+        assert isinstance(fast, pl.DataFrame) and fast.equals(exact)
+    else:
+        assert fast == exact
+
+
+def test_a_blank_line_before_the_limit_is_still_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "rollouts.jsonl", [GOOD[0], b"", GOOD[1]])
+    with pytest.raises(ReverifyError, match=r"rollouts.jsonl:2: blank line"):
+        _scan_rollouts(path, limit=2)
+
+
+@pytest.mark.parametrize(
+    "routes",
+    [
+        [{"agent_ref": AGENT}] * 3,
+        [{"agent_ref": AGENT}, {"agent_ref": {**AGENT, "name": "b"}}, {"agent_ref": AGENT}],
+        [{"task_source": "s1"}, {}, {"task_source": "s2", "_ng_environment_server": "env"}, {}],
+        [{"agent_ref": AGENT, "task_source": "s1"}, {"agent_ref": AGENT}, {"task_source": "s1"}],
+    ],
+)
+def test_inputs_scan_numbers_routes_as_the_line_by_line_scan(tmp_path: Path, routes: list[dict[str, object]]) -> None:
+    path = write(tmp_path / "inputs.jsonl", [row(i, 0, **fields) for i, fields in enumerate(routes)])
+    fast, exact = _scan_inputs(path), _scan_inputs_by_line(path, reject_duplicates=True)
+    assert fast.keys.frame.equals(exact.keys.frame)
+    assert fast.route_of_row.equals(exact.route_of_row)
+    assert fast.routes == exact.routes
+
+
+def test_inputs_with_one_route_spelled_two_ways_share_it(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "inputs.jsonl",
+        [
+            b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "agent_ref": {"name": "a"}}',
+            row(1, 0, agent_ref={"name": "a"}),
+        ],
+    )
+    fast = _scan_inputs(path)
+    assert fast.routes == [{"agent_ref": {"name": "a"}}]
+    assert fast.route_of_row.to_list() == [0, 0]
+
+
+def test_a_route_field_null_in_one_row_and_missing_in_another_shares_the_first_route(tmp_path: Path) -> None:
+    """Polars reads both as null; routing treats them alike too."""
+    path = write(tmp_path / "inputs.jsonl", [row(0, 0, agent_ref=AGENT, task_source=None), row(1, 0, agent_ref=AGENT)])
+    fast = _scan_inputs(path)
+    assert fast.routes == [{"agent_ref": AGENT, "task_source": None}]
+    assert fast.route_of_row.to_list() == [0, 0]
+
+
+def test_inputs_errors_name_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "inputs.jsonl", [row(0, 0), row(1, None)])
+    with pytest.raises(ReverifyError, match=r"inputs.jsonl:2: `_ng_rollout_index` must be an integer"):
+        _scan_inputs(path)
+
+
+def test_a_missing_file_is_reported_by_the_line_by_line_scan(tmp_path: Path) -> None:
+    assert read_key_fields(tmp_path / "nope.jsonl", {}) is None
+    with pytest.raises(ReverifyError, match=r"cannot read .*nope.jsonl"):
+        _scan_rollouts(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"a":1}\n{"b":22}\n{"c":3}', [0, 8, 17]),
+        (b'{"a":1}\r\n{"b":22}\r\n', [0, 9]),
+        (b'{"a":1}\r\n{"b":22}\n{"c":3}', [0, 9, 18]),
+        (b"", []),
+    ],
+)
+@pytest.mark.parametrize("limit", [None, 10])  # whole files through polars, a limit line by line
+def test_line_offsets(tmp_path: Path, data: bytes, expected: list[int], limit: int | None) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    offsets = line_offsets(path, limit)
+    assert offsets is not None and offsets.to_list() == expected
+
+
+def test_a_blank_line_leaves_the_file_to_the_line_by_line_scan(tmp_path: Path) -> None:
+    path = write(tmp_path / "f.jsonl", [row(0, 0), b"", row(1, 0)])
+    assert read_key_fields(path, {}) is None
+    assert line_offsets(path, limit=3) is None

@@ -1,0 +1,176 @@
+"""`reverify run`'s start-up: work started ahead (scans, join, fingerprints, servers) and taken later."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from reverify_assets.config.topology import ServerBlock
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import prefetch
+from reverify_assets.pipeline import preparation
+from reverify_assets.pipeline.preparation import (
+    InputsIndex,
+    PrefetchedInputs,
+    VerifierSetup,
+    load_verifier_setup,
+    scan_inputs,
+    scan_rollouts,
+    take_prefetched_plan,
+)
+from reverify_assets.verifier import launcher
+from reverify_assets.verifier.launcher import ServerFleet, prestarted_servers
+
+MCQA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mcqa.yaml"
+
+
+def write_rows(path: Path, keys: list[tuple[int, int]], **extra: object) -> Path:
+    path.write_bytes(
+        b"".join(orjson.dumps({"_ng_task_index": t, "_ng_rollout_index": r, **extra}) + b"\n" for t, r in keys)
+    )
+    return path
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    keys = [(0, 0), (0, 1), (1, 0)]
+    return write_rows(tmp_path / "inputs.jsonl", keys), write_rows(tmp_path / "rollouts.jsonl", keys, response={})
+
+
+@pytest.fixture
+def setup() -> VerifierSetup:
+    return load_verifier_setup([MCQA_CONFIG], [])
+
+
+def test_a_started_result_is_taken_once(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "f.jsonl", [(0, 0)])
+    prefetch.start("k", [path], lambda: 42)
+    taken = prefetch.take("k")
+    assert taken is not None and taken.result() == 42
+    assert prefetch.take("k") is None
+
+
+def test_a_result_made_from_a_file_changed_since_is_not_handed_out(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "f.jsonl", [(0, 0)])
+    prefetch.start("k", [path], lambda: 42).result()
+    write_rows(path, [(0, 0), (0, 1)])
+    assert prefetch.take("k") is None
+
+
+def test_an_error_reaches_whoever_takes_the_result(tmp_path: Path) -> None:
+    def fail() -> None:
+        raise ReverifyError("bad row")
+
+    prefetch.start("k", [], fail)
+    taken = prefetch.take("k")
+    assert taken is not None
+    with pytest.raises(ReverifyError, match="bad row"):
+        taken.result()
+
+
+def test_file_digest_takes_the_prefetched_one(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "f.jsonl", [(0, 0)] * 1000)
+    expected = hashlib.sha256(path.read_bytes()).digest()
+    assert prefetch.file_digest(path) == expected
+    key = prefetch.start_file_digest(path)
+    assert prefetch.file_digest(path) == expected
+    assert prefetch.take(key) is None  # consumed
+
+
+def test_the_assets_take_the_prefetched_scans_and_plan(
+    files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs, rollouts = files
+    made: list[InputsIndex] = []
+    scan = preparation._scan_inputs
+
+    def counted(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
+        made.append(scan(path, reject_duplicates=reject_duplicates))
+        return made[-1]
+
+    monkeypatch.setattr(preparation, "_scan_inputs", counted)
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+        prefetched.wait()
+        assert scan_inputs(inputs) is made[0]
+        assert scan_rollouts(rollouts).rows == 3
+        plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
+        assert plan is not None and plan.height == 3
+    assert len(made) == 1
+    scan_inputs(inputs)  # nothing prefetched any more: scanned again
+    assert len(made) == 2
+
+
+def test_a_scan_with_other_options_is_not_taken(files: tuple[Path, Path], setup: VerifierSetup) -> None:
+    inputs, rollouts = files
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
+        prefetched.wait()
+        assert scan_rollouts(rollouts, limit=2).rows == 2
+        assert take_prefetched_plan(inputs, rollouts, None, setup.config_hash) is None  # judge recovery: no join
+
+
+def test_errors_come_in_the_order_the_assets_would_meet_them(
+    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path
+) -> None:
+    inputs, rollouts = files
+    write_rows(rollouts, [(0, 0), (0, 0)], response={})
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+        with pytest.raises(ReverifyError, match=r"rollouts.jsonl: duplicate key"):
+            prefetched.wait()
+    inputs.write_bytes(b"{}\n")
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+        with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: `_ng_task_index`"):
+            prefetched.wait()
+    write_rows(inputs, [(0, 0)])
+    orphan = write_rows(tmp_path / "orphan.jsonl", [(7, 0)], response={})
+    with PrefetchedInputs(inputs, orphan, limit=None, join_with=setup) as prefetched:
+        with pytest.raises(ReverifyError, match=r"orphan.jsonl:1: rollout \(task 7, rollout 0\) has no matching row"):
+            prefetched.wait()
+
+
+def test_raise_if_failed_raises_what_is_known(files: tuple[Path, Path], setup: VerifierSetup) -> None:
+    inputs, rollouts = files
+    inputs.write_bytes(b"not json\n")
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+        with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
+            prefetched.wait()
+        with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
+            prefetched.raise_if_failed()
+
+
+MCQA = ServerBlock("mcqa", "mcqa", {"grading_mode": "lenient_boxed"})
+
+
+def test_a_fleet_takes_the_prestarted_server() -> None:
+    with prestarted_servers([MCQA]):
+        prestarted = launcher._prestarted[0].process
+        with ServerFleet([MCQA]) as urls:
+            assert launcher._prestarted == []
+            assert set(urls) == {"mcqa"}
+            assert prestarted.poll() is None
+        assert prestarted.poll() is not None  # the fleet owns it now, and stopped it
+
+
+def test_a_fleet_for_another_block_starts_its_own_and_the_unclaimed_one_is_stopped() -> None:
+    other = ServerBlock("mcqa", "mcqa", {"grading_mode": "strict_single_letter_boxed"})
+    with prestarted_servers([MCQA]):
+        prestarted = launcher._prestarted[0].process
+        with ServerFleet([other]):
+            assert launcher._prestarted[0].process is prestarted
+    assert launcher._prestarted == []
+    assert prestarted.poll() is not None
+
+
+def test_prestarting_skips_servers_given_by_url() -> None:
+    with prestarted_servers([ServerBlock("remote", "mcqa", {"url": "http://127.0.0.1:9"})]):
+        assert launcher._prestarted == []
+
+
+def test_this_thread_keeps_its_priority(files: tuple[Path, Path]) -> None:
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    with PrefetchedInputs(*files, limit=None, join_with=None) as prefetched:
+        prefetched.wait()
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
