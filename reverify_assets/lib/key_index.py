@@ -6,9 +6,9 @@ joining and sorting a million rows costs tens of megabytes; rows are read back o
 
 from __future__ import annotations
 
-import mmap
+import io
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,8 @@ from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, desc
 INDEX_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "offset": pl.Int64, "line": pl.Int64}
 KEY_COLUMNS = ["task", "rollout"]
 JSON_WHITESPACE = frozenset(b" \t\r\n")
+# Whole lines per read: enough that polars parses in parallel, small next to the files it reads.
+BLOCK_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ def read_key_fields(path: Path, fields: Mapping[str, pl.DataType], *, limit: int
     Read by polars' NDJSON reader, which parses and validates every line without holding the GIL, so it
     runs alongside the rest of the start-up; the line-by-line scan (``scan_keys``) holds the GIL
     throughout and costs more CPU time. Only the line offsets are found in Python (a ``find`` per line).
+    The file is read in blocks of whole lines (see :func:`line_blocks`): neither polars nor a memory map
+    gets the whole file, whose pages would otherwise count in the process's memory at any size.
 
     Columns: task, rollout (null where the field is missing or null), ``fields``, offset, line. None when
     only the line-by-line scan can say what is wrong with the file: a blank line, or a line polars
@@ -75,18 +79,40 @@ def read_key_fields(path: Path, fields: Mapping[str, pl.DataType], *, limit: int
     but polars accepts (a lone surrogate escape) and a field named twice in one object (polars keeps the
     first, orjson the last).
     """
-    offsets = line_offsets(path, limit)
-    if offsets is None:
-        return None
+    schema = {TASK_FIELD: pl.Int64, ROLLOUT_FIELD: pl.Int64, **fields}
+    frames: list[pl.DataFrame] = []
+    offsets: array[int] = array("q")
     try:
-        frame = pl.read_ndjson(path, schema={TASK_FIELD: pl.Int64, ROLLOUT_FIELD: pl.Int64, **fields}, n_rows=limit)
+        for base, block in line_blocks(path):
+            block_offsets = _block_line_offsets(block, base)
+            if block_offsets is None:
+                return None
+            frame = pl.read_ndjson(io.BytesIO(block), schema=schema)
+            if len(block_offsets) != frame.height:  # polars skips blank lines
+                return None
+            offsets.extend(block_offsets)
+            frames.append(frame)
+            if limit is not None and len(offsets) >= limit:
+                break
     except (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException):
         return None
-    if offsets.len() != frame.height:  # polars skips blank lines
-        return None
+    frame = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    if limit is not None:
+        frame, offsets = frame.head(limit), offsets[:limit]
     return frame.rename({TASK_FIELD: "task", ROLLOUT_FIELD: "rollout"}).with_columns(
-        offsets.alias("offset"), pl.int_range(1, frame.height + 1, dtype=pl.Int64).alias("line")
+        pl.Series("offset", offsets, dtype=pl.Int64), pl.int_range(1, frame.height + 1, dtype=pl.Int64).alias("line")
     )
+
+
+def line_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """``(offset, bytes)`` of consecutive blocks of whole lines (the last may lack its newline)."""
+    with open(path, "rb") as fh:
+        base = 0
+        while block := fh.read(block_bytes):
+            if not block.endswith(b"\n"):
+                block += fh.readline()  # the rest of the last line
+            yield base, block
+            base += len(block)
 
 
 def line_offsets(path: Path, limit: int | None = None) -> pl.Series | None:
@@ -95,24 +121,31 @@ def line_offsets(path: Path, limit: int | None = None) -> pl.Series | None:
     line-by-line scan)."""
     offsets: array[int] = array("q")
     try:
-        fh = open(path, "rb")
+        for base, block in line_blocks(path):
+            block_offsets = _block_line_offsets(block, base)
+            if block_offsets is None:
+                return None
+            offsets.extend(block_offsets)
+            if limit is not None and len(offsets) >= limit:
+                break
     except OSError:
         return None
-    with fh:
-        size = fh.seek(0, 2)
-        if size == 0:
-            return pl.Series(offsets, dtype=pl.Int64)
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            find, start = data.find, 0
-            while start < size and (limit is None or len(offsets) < limit):
-                end = find(b"\n", start)
-                end = size if end < 0 else end
-                # JSON may start with whitespace, so only such a line needs a closer look.
-                if data[start] in JSON_WHITESPACE and not data[start:end].strip():
-                    return None
-                offsets.append(start)
-                start = end + 1
-    return pl.Series(offsets, dtype=pl.Int64)
+    return pl.Series(offsets[:limit] if limit is not None else offsets, dtype=pl.Int64)
+
+
+def _block_line_offsets(block: bytes, base: int) -> array[int] | None:
+    """The file offsets of the lines of one block; None if one is blank."""
+    offsets: array[int] = array("q")
+    find, start, size = block.find, 0, len(block)
+    while start < size:
+        end = find(b"\n", start)
+        end = size if end < 0 else end
+        # JSON may start with whitespace, so only such a line needs a closer look.
+        if block[start] in JSON_WHITESPACE and not block[start:end].strip():
+            return None
+        offsets.append(base + start)
+        start = end + 1
+    return offsets
 
 
 def recheck_rows(path: Path, frame: pl.DataFrame, suspect: pl.Expr, check: RowCheck | None = None) -> pl.DataFrame:

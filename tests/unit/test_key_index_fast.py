@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import key_index
 from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_index import line_offsets, read_key_fields, scan_keys
 from reverify_assets.lib.keys import RolloutKey
@@ -17,6 +18,7 @@ from reverify_assets.lib.payload import missing_response_message
 from reverify_assets.pipeline.preparation import _scan_inputs, _scan_inputs_by_line, _scan_rollouts
 
 AGENT = {"type": "responses_api_agents", "name": "a"}
+original_line_blocks = key_index.line_blocks
 
 
 def row(task: object, rollout: object, **extra: object) -> bytes:
@@ -179,3 +181,24 @@ def test_a_blank_line_leaves_the_file_to_the_line_by_line_scan(tmp_path: Path) -
     path = write(tmp_path / "f.jsonl", [row(0, 0), b"", row(1, 0)])
     assert read_key_fields(path, {}) is None
     assert line_offsets(path, limit=3) is None
+
+
+@pytest.mark.parametrize("block_bytes", [1, 7, 64, 1 << 20])
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"])
+def test_files_read_in_blocks_of_whole_lines_index_as_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int, end: bytes
+) -> None:
+    lines = [rollout(task, 0, note="x" * (task * 5)) for task in range(12)]
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(end.join(lines))  # the last line has no newline
+    blocks = list(key_index.line_blocks(path, block_bytes))
+    assert b"".join(block for _, block in blocks) == path.read_bytes()
+    assert all(block.endswith(b"\n") for _, block in blocks[:-1])
+    assert [base for base, _ in blocks] == [sum(len(block) for _, block in blocks[:at]) for at in range(len(blocks))]
+    monkeypatch.setattr(key_index, "line_blocks", lambda p: original_line_blocks(p, block_bytes))
+    fast = read_key_fields(path, {})
+    assert fast is not None and fast.select("task", "rollout", "offset", "line").equals(
+        exact_rollouts(path).select("task", "rollout", "offset", "line")
+    )
+    limited = line_offsets(path, limit=5)
+    assert limited is not None and limited.to_list() == exact_rollouts(path)["offset"].to_list()[:5]
