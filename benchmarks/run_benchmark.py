@@ -504,7 +504,9 @@ def profile(reverify: str, data: Dataset, out_dir: Path, concurrency: int, gradi
 
 
 def nemo_gym_status() -> str:
-    """Why the NeMo Gym comparison cannot run here (this harness has no `--vs-nemo-gym` mode yet)."""
+    """Why the NeMo Gym comparison cannot run here. There is no `--vs-nemo-gym` mode: `gym eval reverify`
+    first shipped after NeMo Gym 0.4.0, the newest release on PyPI (seen 2026-11-30; 0.4.0 has no
+    rollout_reverification module), so no mode could be written against the real command and tried."""
     here = ".".join(map(str, sys.version_info[:3]))
     gym = shutil.which("gym")
     candidates = {shutil.which(f"python3.{minor}") for minor in range(13, 20)}
@@ -525,7 +527,8 @@ def nemo_gym_status() -> str:
     pythons = ", ".join(interpreters) if interpreters else "none"
     return (
         f"NeMo Gym comparison skipped: NeMo Gym is not installed (it needs Python >= 3.13; this venv runs {here}; "
-        f"no `gym` command on PATH; `import nemo_gym` fails in every Python >= 3.13 found: {pythons})"
+        f"no `gym` command on PATH; `import nemo_gym` fails in every Python >= 3.13 found: {pythons}). "
+        "PyPI's newest nemo-gym, 0.4.0, has no `gym eval reverify` to compare with."
     )
 
 
