@@ -80,6 +80,8 @@ def read_key_fields(path: Path, fields: Mapping[str, pl.DataType], *, limit: int
     first, orjson the last).
     """
     schema = {TASK_FIELD: pl.Int64, ROLLOUT_FIELD: pl.Int64, **fields}
+    # Text fields of a key scan (routing fields) repeat across rows: one copy of each value, not one a row.
+    repeated = [pl.col(name).cast(pl.Categorical) for name, dtype in fields.items() if dtype == pl.String]
     frames: list[pl.DataFrame] = []
     offsets: array[int] = array("q")
     try:
@@ -87,7 +89,7 @@ def read_key_fields(path: Path, fields: Mapping[str, pl.DataType], *, limit: int
             block_offsets = _block_line_offsets(block, base)
             if block_offsets is None:
                 return None
-            frame = pl.read_ndjson(io.BytesIO(block), schema=schema)
+            frame = pl.read_ndjson(io.BytesIO(block), schema=schema).with_columns(repeated)
             if len(block_offsets) != frame.height:  # polars skips blank lines
                 return None
             offsets.extend(block_offsets)
