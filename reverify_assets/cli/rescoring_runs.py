@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -15,6 +16,9 @@ from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
 from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
+
+# More than the spread of the steps before a verify step (about a second on 2 cores), short next to a backfill.
+LAUNCH_STAGGER_S = 1.0
 
 
 def _instance() -> dg.DagsterInstance:
@@ -60,7 +64,10 @@ def backfill(
         print(f"{rescoring.label}: re-scoring {len(todo)} shards ({', '.join(s.value for s in states)})")
         if parallel > 1 and len(todo) > 1:
             spawn = multiprocessing.get_context("spawn")  # Dagster's threads do not survive a fork
-            jobs = [(rescoring.spec.root, rescoring.spec.name, rescoring.variant, key) for key in todo]
+            jobs = [
+                (rescoring.spec.root, rescoring.spec.name, rescoring.variant, key, _launch_delay(position, parallel))
+                for position, key in enumerate(todo)
+            ]
             with ProcessPoolExecutor(max_workers=parallel, mp_context=spawn) as pool:
                 outcomes = list(pool.map(_shard_in_worker, jobs))
         else:
@@ -97,11 +104,23 @@ def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
     return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
 
 
-def _shard_in_worker(job: tuple[Path, str, str | None, str]) -> tuple[bool, str]:
+def _launch_delay(position: int, parallel: int) -> float:
+    """Seconds the first ``parallel`` shard runs wait before starting, so they reach their verify steps apart.
+
+    Dagster 1.13 claims a pool slot with ``SELECT ... FOR UPDATE SKIP LOCKED`` outside a transaction and then
+    updates that row by id (``SqlEventLogStorage._claim_concurrency_slot``): two steps claiming at the same
+    instant can both take the one free slot, overrunning the ``verifier`` pool. Runs started together by a
+    backfill are the ones that claim together; later runs start as earlier ones end.
+    """
+    return LAUNCH_STAGGER_S * position if position < parallel else 0.0
+
+
+def _shard_in_worker(job: tuple[Path, str, str | None, str, float]) -> tuple[bool, str]:
     from reverify_assets.defs.rescoring_defs import build_rescoring
     from reverify_assets.rescoring.spec import find_rescoring
 
-    root, name, variant, key = job
+    root, name, variant, key, delay_s = job
+    time.sleep(delay_s)
     return rescore_shard(build_rescoring(find_rescoring(root, name), variant), key)
 
 
