@@ -91,6 +91,8 @@ def materialize_rescoring(
             )
         except dg.DagsterExecutionStepExecutionError as exc:
             raise _user_error(exc) from exc
+        except dg.DagsterExecutionInterruptedError as exc:  # Ctrl-C, as Dagster raises it inside a step
+            raise KeyboardInterrupt from exc
     metadata = {
         event.asset_key.to_user_string(): {
             name: getattr(value, "value", value) for name, value in event.materialization.metadata.items()

@@ -168,6 +168,11 @@ async def verify_plan(
                     send(server, batch)
         except Exception as exc:  # a row that cannot be read must stop the run, not hang it
             await settled_rows.put(exc)
+        except BaseException as exc:
+            # Ctrl-C: Dagster raises its interrupt in whatever frame the signal lands, often this one, the
+            # busiest; unreported, the loop would wait forever for rows that are never sent.
+            settled_rows.put_nowait(exc)
+            raise
         await settled_rows.put(None)
 
     producer = asyncio.create_task(dispatch())

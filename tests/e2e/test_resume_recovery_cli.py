@@ -149,6 +149,34 @@ def test_kill_minus_nine_leaves_no_builtin_server_behind(tmp_path: Path) -> None
     assert not children
 
 
+def test_ctrl_c_stops_a_busy_run_at_once_keeping_whole_lines_and_resume_finishes_it(tmp_path: Path) -> None:
+    from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
+
+    # Busy enough (the built-in server, thousands of rows a second) that Ctrl-C lands while rows are being read
+    # and sent, where Dagster's interrupt once stopped the sender and left the run waiting forever.
+    inputs, rollouts = write_mcqa_dataset(tmp_path / "data", SyntheticSpec(tasks=8000, rollouts_per_task=4))
+    output = tmp_path / "o.jsonl"
+    process = start_reverify(
+        *run_args(MCQA_CONFIG, inputs, rollouts, output),
+        home=tmp_path / "h",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (output.exists() and output.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=15)
+    assert process.returncode == 130 and "reverify: interrupted" in stderr, stderr
+    content = output.read_bytes()
+    assert content.endswith(b"\n") and content.count(b"\n") < 32_000, "whole lines, and the run did stop"
+    result = run_with_config(MCQA_CONFIG, inputs, rollouts, output, "--resume", home=tmp_path / "h")
+    assert result.returncode == 0, result.stderr
+    keys = row_keys(read_jsonl(output))
+    assert len(keys) == len(set(keys)) == 32_000
+
+
 def _parent_was(pid: str, parent: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[3] in (str(parent), "1")
