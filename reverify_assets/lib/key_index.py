@@ -117,24 +117,6 @@ def line_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[in
             base += len(block)
 
 
-def line_offsets(path: Path, limit: int | None = None) -> pl.Series | None:
-    """The byte offset of every line (the first ``limit``), split as ``iter_jsonl`` splits them (on ``\\n``);
-    None if the file cannot be read or a line is blank (``read_key_fields`` then leaves the file to the
-    line-by-line scan)."""
-    offsets: array[int] = array("q")
-    try:
-        for base, block in line_blocks(path):
-            block_offsets = _block_line_offsets(block, base)
-            if block_offsets is None:
-                return None
-            offsets.extend(block_offsets)
-            if limit is not None and len(offsets) >= limit:
-                break
-    except OSError:
-        return None
-    return pl.Series(offsets[:limit] if limit is not None else offsets, dtype=pl.Int64)
-
-
 def _block_line_offsets(block: bytes, base: int) -> array[int] | None:
     """The file offsets of the lines of one block; None if one is blank."""
     offsets: array[int] = array("q")

@@ -12,7 +12,7 @@ import pytest
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import key_index
 from reverify_assets.lib.jsonl import JsonlLine
-from reverify_assets.lib.key_index import line_offsets, read_key_fields, scan_keys
+from reverify_assets.lib.key_index import read_key_fields, scan_keys
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
 from reverify_assets.pipeline.preparation import _scan_inputs, _scan_inputs_by_line, _scan_rollouts
@@ -169,18 +169,18 @@ def test_a_missing_file_is_reported_by_the_line_by_line_scan(tmp_path: Path) -> 
         (b"", []),
     ],
 )
-@pytest.mark.parametrize("limit", [None, 10])  # whole files through polars, a limit line by line
+@pytest.mark.parametrize("limit", [None, 10])
 def test_line_offsets(tmp_path: Path, data: bytes, expected: list[int], limit: int | None) -> None:
     path = tmp_path / "f.jsonl"
     path.write_bytes(data)
-    offsets = line_offsets(path, limit)
-    assert offsets is not None and offsets.to_list() == expected
+    frame = read_key_fields(path, {}, limit=limit)
+    assert frame is not None and frame["offset"].to_list() == expected
 
 
 def test_a_blank_line_leaves_the_file_to_the_line_by_line_scan(tmp_path: Path) -> None:
     path = write(tmp_path / "f.jsonl", [row(0, 0), b"", row(1, 0)])
     assert read_key_fields(path, {}) is None
-    assert line_offsets(path, limit=3) is None
+    assert read_key_fields(path, {}, limit=3) is None
 
 
 @pytest.mark.parametrize("block_bytes", [1, 7, 64, 1 << 20])
@@ -200,5 +200,5 @@ def test_files_read_in_blocks_of_whole_lines_index_as_one_read(
     assert fast is not None and fast.select("task", "rollout", "offset", "line").equals(
         exact_rollouts(path).select("task", "rollout", "offset", "line")
     )
-    limited = line_offsets(path, limit=5)
-    assert limited is not None and limited.to_list() == exact_rollouts(path)["offset"].to_list()[:5]
+    limited = read_key_fields(path, {}, limit=5)
+    assert limited is not None and limited["offset"].to_list() == exact_rollouts(path)["offset"].to_list()[:5]
