@@ -30,7 +30,6 @@ same files) needs NeMo Gym, which needs Python >= 3.13: the harness looks for it
 from __future__ import annotations
 
 import argparse
-import glob
 import math
 import os
 import re
@@ -48,6 +47,7 @@ from typing import Any
 import orjson
 from bench_lock import exclusive
 from dagster_steps import RunWindows, read_run_windows
+from nemo_gym_probe import nemo_gym_status
 from output_watch import OutputWatcher
 from process_memory import (
     ProcessPeak,
@@ -498,38 +498,6 @@ def profile(reverify: str, data: Dataset, out_dir: Path, concurrency: int, gradi
             raise RuntimeError(f"py-spy record -- {' '.join(command)} exited {result.returncode}:\n{result.stderr}")
         print(f"\npy-spy profile of `{name}` on {data.rows:,} rows ({raw}); timings of a profiled run are not figures:")
         print(summarise(raw))
-
-
-# --- NeMo Gym -----------------------------------------------------------------------------------------------
-
-
-def nemo_gym_status() -> str:
-    """Why the NeMo Gym comparison cannot run here. There is no `--vs-nemo-gym` mode: `gym eval reverify`
-    first shipped after NeMo Gym 0.4.0, the newest release on PyPI (seen 2026-11-30; 0.4.0 has no
-    rollout_reverification module), so no mode could be written against the real command and tried."""
-    here = ".".join(map(str, sys.version_info[:3]))
-    gym = shutil.which("gym")
-    candidates = {shutil.which(f"python3.{minor}") for minor in range(13, 20)}
-    # pyenv's shims fail for versions that are installed but not selected: ask the interpreters directly.
-    candidates |= set(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.1[3-9]*" / "bin" / "python3")))
-    interpreters = sorted(path for path in candidates if path and "/shims/" not in path)
-    with_gym = []
-    for python in interpreters:
-        try:
-            probe = subprocess.run([python, "-c", "import nemo_gym"], capture_output=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if probe.returncode == 0:
-            with_gym.append(python)
-    if with_gym or gym:
-        found = ", ".join(filter(None, [gym and f"`gym` at {gym}", *with_gym]))
-        return f"NeMo Gym comparison skipped: NeMo Gym found ({found}), but this harness has no comparison mode yet"
-    pythons = ", ".join(interpreters) if interpreters else "none"
-    return (
-        f"NeMo Gym comparison skipped: NeMo Gym is not installed (it needs Python >= 3.13; this venv runs {here}; "
-        f"no `gym` command on PATH; `import nemo_gym` fails in every Python >= 3.13 found: {pythons}). "
-        "PyPI's newest nemo-gym, 0.4.0, has no `gym eval reverify` to compare with."
-    )
 
 
 # --- the table ----------------------------------------------------------------------------------------------
