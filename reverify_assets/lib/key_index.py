@@ -17,9 +17,9 @@ import polars as pl
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl, parse_row
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
+from reverify_assets.lib.sorted_keys import KEY_COLUMNS, duplicated_keys, packed_keys, positions_in
 
 INDEX_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "offset": pl.Int64, "line": pl.Int64}
-KEY_COLUMNS = ["task", "rollout"]
 JSON_WHITESPACE = frozenset(b" \t\r\n")
 # Whole lines per read: enough that polars parses in parallel, small next to the files it reads.
 BLOCK_BYTES = 32 << 20
@@ -154,19 +154,15 @@ def recheck_rows(path: Path, frame: pl.DataFrame, suspect: pl.Expr, check: RowCh
     return frame.with_columns(pl.Series("task", tasks, dtype=pl.Int64), pl.Series("rollout", rollouts, dtype=pl.Int64))
 
 
-def duplicated_keys(frame: pl.DataFrame) -> pl.DataFrame:
-    """The keys (task, rollout) that appear more than once."""
-    return frame.filter(pl.struct(KEY_COLUMNS).is_duplicated()).select(KEY_COLUMNS).unique().sort(KEY_COLUMNS)
-
-
 def reject_duplicate_keys(index: KeyIndex) -> None:
-    duplicated = index.frame.filter(pl.struct(KEY_COLUMNS).is_duplicated())
-    if duplicated.is_empty():
+    duplicates = duplicated_keys(index.frame)
+    if duplicates.is_empty():
         return
+    duplicated = index.frame.join(duplicates, on=KEY_COLUMNS, how="semi")
     first = duplicated.sort("line").row(0, named=True)
     key = (first["task"], first["rollout"])
     at_lines = duplicated.filter((pl.col("task") == key[0]) & (pl.col("rollout") == key[1]))["line"]
-    others = duplicated.select(KEY_COLUMNS).unique().height - 1
+    others = duplicates.height - 1
     more = f" ({others} more duplicated keys)" if others else ""
     raise ReverifyError(
         f"{index.path}: duplicate key {describe_key(key)} at lines {', '.join(str(n) for n in sorted(at_lines))}{more}"
@@ -174,28 +170,45 @@ def reject_duplicate_keys(index: KeyIndex) -> None:
 
 
 def join_rollouts_to_inputs(inputs: KeyIndex, rollouts: KeyIndex) -> pl.DataFrame:
-    """Pair every rollout with its input row, sorted by key.
+    """Pair every rollout with its input row, sorted by key; each key is in ``inputs`` once at most.
 
     Columns: task, rollout, input_offset, input_line, rollout_offset, rollout_line, then any further
     columns the inputs index carries.
     """
-    missing = rollouts.frame.join(inputs.frame, on=KEY_COLUMNS, how="anti")
-    if not missing.is_empty():
-        first = missing.sort("line").row(0, named=True)
-        others = missing.height - 1
-        more = f" ({others} more rollouts have no input row)" if others else ""
-        raise ReverifyError(
-            f"{rollouts.path}:{first['line']}: rollout {describe_key((first['task'], first['rollout']))} "
-            f"has no matching row in the materialized inputs {inputs.path}{more}"
-        )
     extra_columns = [name for name in inputs.frame.columns if name not in INDEX_SCHEMA]
+    wanted = rollouts.frame.rename({"offset": "rollout_offset", "line": "rollout_line"}).sort(KEY_COLUMNS)
+    known = inputs.frame.rename({"offset": "input_offset", "line": "input_line"}).sort(KEY_COLUMNS)
+    packed = packed_keys([known, wanted])
+    if packed is None:
+        return _hash_join(known, wanted, rollouts, inputs.path, extra_columns)
+    at, found = positions_in(*packed)
+    if not found.all():
+        _reject_missing(wanted.filter(pl.Series(~found)), rollouts.path, inputs.path)
+    matched = known.select("input_offset", "input_line", *extra_columns)[at]
+    return pl.concat(
+        [wanted.select(KEY_COLUMNS), matched, wanted.select("rollout_offset", "rollout_line")], how="horizontal"
+    ).select("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", *extra_columns)
+
+
+def _hash_join(
+    known: pl.DataFrame, wanted: pl.DataFrame, rollouts: KeyIndex, inputs_path: Path, extra_columns: list[str]
+) -> pl.DataFrame:
+    """The join for keys too far apart to pack into one integer; polars' hash join costs more memory."""
+    missing = wanted.join(known, on=KEY_COLUMNS, how="anti")
+    if not missing.is_empty():
+        _reject_missing(missing, rollouts.path, inputs_path)
     return (
-        rollouts.frame.rename({"offset": "rollout_offset", "line": "rollout_line"})
-        .join(
-            inputs.frame.rename({"offset": "input_offset", "line": "input_line"}),
-            on=KEY_COLUMNS,
-            how="inner",
-        )
+        wanted.join(known, on=KEY_COLUMNS, how="inner")
         .select("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", *extra_columns)
         .sort(KEY_COLUMNS)
+    )
+
+
+def _reject_missing(missing: pl.DataFrame, rollouts_path: Path, inputs_path: Path) -> None:
+    first = missing.sort("rollout_line").row(0, named=True)
+    others = missing.height - 1
+    more = f" ({others} more rollouts have no input row)" if others else ""
+    raise ReverifyError(
+        f"{rollouts_path}:{first['rollout_line']}: rollout {describe_key((first['task'], first['rollout']))} "
+        f"has no matching row in the materialized inputs {inputs_path}{more}"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from reverify_assets.config.fingerprint import verifier_config_hash
@@ -33,6 +34,7 @@ from reverify_assets.lib.key_index import (
 )
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
+from reverify_assets.lib.sorted_keys import first_appearance_groups
 from reverify_assets.servers.registry import validate_builtin_block
 
 ROUTE_FIELDS = ("agent_ref", "task_source", "_ng_environment_server")
@@ -90,25 +92,17 @@ def _routes(path: Path, frame: pl.DataFrame) -> tuple[pl.Series, list[dict[str, 
     differ in JSON type (a field missing in one and null in another, ``5`` and ``"5"``) share their first
     row's route.
     """
-    groups = (
-        frame.select(*ROUTE_FIELDS, "offset", "line")
-        .with_row_index("position")
-        .group_by(ROUTE_FIELDS, maintain_order=True)
-        .agg(pl.col("position"), pl.col("offset").first(), pl.col("line").first())
-    )
+    group_of_row, first_rows = first_appearance_groups(frame, ROUTE_FIELDS)
     route_ids: dict[bytes, int] = {}
     routes: list[dict[str, Any]] = []
     group_route: list[int] = []
+    firsts = frame.select("offset", "line")[first_rows]
     with open(path, "rb") as fh:
-        for offset, line in groups.select("offset", "line").iter_rows():
+        for offset, line in firsts.iter_rows():
             row = read_row_at(fh, offset, path, line)
             group_route.append(_route_id(row, route_ids, routes))
-    per_row = (
-        groups.select(pl.Series("route", group_route, dtype=pl.Int32), "position")
-        .explode("position")
-        .sort("position")["route"]
-    )
-    return per_row, routes
+    per_row = np.asarray(group_route, dtype=np.int32)[group_of_row]
+    return pl.Series("route", per_row, dtype=pl.Int32), routes
 
 
 def _route_id(row: dict[str, Any], route_ids: dict[bytes, int], routes: list[dict[str, Any]]) -> int:
@@ -228,9 +222,14 @@ class PrefetchedInputs:
             check.result()
 
     def wait(self) -> None:
-        """Wait for the scans and the join; raise the first error, in the order the assets would meet them."""
+        """Wait for the scans and the join; raise the first error, in the order the assets would meet them.
+
+        Then let go of the results: each asset takes its own from ``prefetch`` and drops it when done, so a
+        million rows' indexes are not held through the whole run.
+        """
         for check in self._checks:
             check.result()
+        self._checks = []
 
 
 def join_and_route(inputs: InputsIndex, rollouts: KeyIndex, topology: Topology) -> pl.DataFrame:

@@ -1,0 +1,72 @@
+"""Key operations done by sorting, not hashing.
+
+polars' hash-based operations (``is_duplicated``, ``group_by``, joins) build tables that cost about 250 MB
+for a million keys, several times the index they work on, and that memory stays with the process. Sorting
+costs a copy of the key columns, and numpy's ``searchsorted`` and ``unique`` work within a few such copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+KEY_COLUMNS = ["task", "rollout"]
+INT64_LIMIT = 1 << 63
+
+
+def duplicated_keys(frame: pl.DataFrame) -> pl.DataFrame:
+    """The keys (task, rollout) that appear more than once, sorted."""
+    ordered = frame.select(KEY_COLUMNS).sort(KEY_COLUMNS)
+    repeated = (pl.col("task") == pl.col("task").shift(1)) & (pl.col("rollout") == pl.col("rollout").shift(1))
+    return ordered.filter(repeated).unique(maintain_order=True)
+
+
+def packed_keys(frames: Sequence[pl.DataFrame]) -> list[np.ndarray] | None:
+    """Each frame's (task, rollout) as one int64 per row that orders rows as the pair does.
+
+    None when the keys span too wide a range to fit (keys beyond a few billion tasks and rollouts).
+    """
+    tasks = [frame["task"].to_numpy() for frame in frames]
+    rollouts = [frame["rollout"].to_numpy() for frame in frames]
+    if not any(len(column) for column in tasks):
+        return [np.zeros(0, dtype=np.int64) for _ in frames]
+    task_min, task_max = _bounds(tasks)
+    rollout_min, rollout_max = _bounds(rollouts)
+    span = rollout_max - rollout_min + 1
+    if (task_max - task_min + 1) * span >= INT64_LIMIT:
+        return None
+    return [(task - task_min) * span + (rollout - rollout_min) for task, rollout in zip(tasks, rollouts, strict=True)]
+
+
+def _bounds(columns: list[np.ndarray]) -> tuple[int, int]:
+    present = [column for column in columns if len(column)]
+    return min(int(column.min()) for column in present), max(int(column.max()) for column in present)
+
+
+def positions_in(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each wanted key, its position in ``sorted_keys`` and whether it is there at all."""
+    at = np.searchsorted(sorted_keys, wanted)
+    found = at < len(sorted_keys)
+    found[found] = sorted_keys[at[found]] == wanted[found]
+    at[~found] = 0
+    return at, found
+
+
+def first_appearance_groups(frame: pl.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by equal values of ``columns`` (null equal to null), numbered in order of first appearance.
+
+    Returns each row's group number and each group's first row.
+    """
+    group = np.zeros(frame.height, dtype=np.int64)
+    for name in columns:
+        ranks = frame[name].rank("dense").fill_null(0).to_numpy().astype(np.int64)
+        width = int(ranks.max()) + 1 if len(ranks) else 1
+        # Renumbered densely after each column, so the product never exceeds rows squared.
+        _, group = np.unique(group * width + ranks, return_inverse=True)
+    _, first_rows, group = np.unique(group, return_index=True, return_inverse=True)
+    order = np.argsort(first_rows, kind="stable")
+    renumbered = np.empty_like(order)
+    renumbered[order] = np.arange(len(order))
+    return renumbered[group], first_rows[order]

@@ -1,0 +1,108 @@
+"""Sort-based key operations agree with the obvious dict-based ones, including keys that cannot be packed."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.key_index import KeyIndex, join_rollouts_to_inputs
+from reverify_assets.lib.sorted_keys import duplicated_keys, first_appearance_groups, packed_keys, positions_in
+
+BIG = (1 << 62) + 5
+
+
+def keys_frame(keys: list[tuple[int, int]], **columns: list[object]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"task": [k[0] for k in keys], "rollout": [k[1] for k in keys], **columns},
+        schema_overrides={"task": pl.Int64, "rollout": pl.Int64},
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "duplicated"),
+    [
+        ([], []),
+        ([(0, 0), (0, 1), (1, 0)], []),
+        ([(1, 0), (0, 0), (1, 0)], [(1, 0)]),
+        ([(2, 2), (2, 2), (2, 2), (0, 1), (0, 1)], [(0, 1), (2, 2)]),
+        ([(0, 1), (1, 0)], []),  # equal tasks or equal rollouts alone are not a duplicate
+        ([(-3, BIG), (-3, BIG), (BIG, -3)], [(-3, BIG)]),
+    ],
+)
+def test_duplicated_keys(keys: list[tuple[int, int]], duplicated: list[tuple[int, int]]) -> None:
+    assert duplicated_keys(keys_frame(keys)).rows() == duplicated
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [(0, 0), (0, 1), (1, 0), (5, 3)],
+        [(-7, 2), (-7, -1), (3, -9), (0, 0)],
+        [(10**9, 10**6), (0, 10**6 - 1)],
+    ],
+)
+def test_packed_keys_order_rows_as_the_pairs_do(keys: list[tuple[int, int]]) -> None:
+    left, right = keys_frame(keys[:2]), keys_frame(keys[2:])
+    packed = packed_keys([left, right])
+    assert packed is not None
+    flat = np.concatenate(packed).tolist()
+    assert sorted(range(len(keys)), key=lambda i: flat[i]) == sorted(range(len(keys)), key=lambda i: keys[i])
+    assert len(set(flat)) == len(set(keys))
+
+
+def test_keys_too_far_apart_are_not_packed() -> None:
+    assert packed_keys([keys_frame([(0, 0), (BIG, 1)]), keys_frame([(1, 1)])]) is None
+    assert [len(keys) for keys in packed_keys([keys_frame([]), keys_frame([])]) or []] == [0, 0]
+
+
+def test_positions_in() -> None:
+    at, found = positions_in(np.array([2, 4, 9]), np.array([9, 3, 2, 10, 4]))
+    assert found.tolist() == [True, False, True, False, True]
+    assert at[found].tolist() == [2, 0, 1]
+
+
+def test_first_appearance_groups_match_a_dict() -> None:
+    rng = random.Random(7)
+    values = ["a", "b", None, "a b"]
+    frame = pl.DataFrame({name: [rng.choice(values) for _ in range(500)] for name in ("x", "y")}).with_columns(
+        pl.col("x").cast(pl.Categorical)
+    )
+    group_of_row, first_rows = first_appearance_groups(frame, ["x", "y"])
+    seen: dict[tuple[object, object], int] = {}
+    expected = [seen.setdefault(row, len(seen)) for row in frame.iter_rows()]
+    assert group_of_row.tolist() == expected
+    assert first_rows.tolist() == [expected.index(g) for g in range(len(seen))]
+
+
+def test_first_appearance_groups_of_no_rows() -> None:
+    group_of_row, first_rows = first_appearance_groups(pl.DataFrame({"x": []}, schema={"x": pl.String}), ["x"])
+    assert group_of_row.tolist() == [] and first_rows.tolist() == []
+
+
+def index(keys: list[tuple[int, int]], path: str) -> KeyIndex:
+    n = len(keys)
+    return KeyIndex(Path(path), keys_frame(keys, offset=[10 * i for i in range(n)], line=list(range(1, n + 1))))
+
+
+@pytest.mark.parametrize("far", [False, True], ids=["packed", "hash-join fallback"])
+def test_join_pairs_rows_sorted_by_key_either_way(far: bool) -> None:
+    last = BIG if far else 9
+    inputs = index([(last, 0), (0, 1), (0, 0), (4, 4)], "in.jsonl")
+    rollouts = index([(0, 1), (last, 0), (0, 0)], "out.jsonl")
+    plan = join_rollouts_to_inputs(inputs, rollouts)
+    assert plan.columns == ["task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line"]
+    assert plan.rows() == [(0, 0, 20, 3, 20, 3), (0, 1, 10, 2, 0, 1), (last, 0, 0, 1, 10, 2)]
+
+
+@pytest.mark.parametrize("far", [False, True], ids=["packed", "hash-join fallback"])
+def test_join_names_the_first_rollout_without_input(far: bool) -> None:
+    last = BIG if far else 9
+    inputs = index([(0, 0), (last, 0)], "in.jsonl")
+    rollouts = index([(0, 0), (7, 1), (3, 2)], "out.jsonl")
+    with pytest.raises(ReverifyError, match=r"out.jsonl:2: rollout .*7.*1.* in.jsonl \(1 more rollouts"):
+        join_rollouts_to_inputs(inputs, rollouts)
