@@ -1,20 +1,46 @@
-"""``reverify aggregate``: shards merged in key order, then the same metrics as the unsharded run."""
+"""``reverify aggregate``: shards merged in key order, then the same metrics as the unsharded run.
+
+Each shard's failures sidecar is read for the coverage of the metrics; the shards' plans are not known, so
+each entry says its expected total is unknown. Rows scored by different verifier configs (rows without
+``reverify_provenance`` count as one config of their own, ``original``) are refused unless
+``--allow-mixed-configs`` is given; each entry's ``provenance`` block lists the configs either way.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
+from reverify_assets.cli.summary import print_coverage
 from reverify_assets.errors import ReverifyError, UsageError
-from reverify_assets.lib.file_names import aggregate_metrics_path
+from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.shard_globs import expand_input_glob
+from reverify_assets.metrics.coverage import config_of, describe_configs, mixed_configs_message
+from reverify_assets.pipeline.coverage_count import CoverageSources
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.preparation import load_verifier_setup
 from reverify_assets.pipeline.shard_merge import index_shards, iter_rows, write_merged
 
 log = logging.getLogger("reverify")
+
+
+class ConfigCount:
+    """Rows by the verifier config that scored them, and the first shard holding each config."""
+
+    def __init__(self, shards: list[Path]) -> None:
+        self.shards = shards
+        self.rows: Counter[str] = Counter()
+        self.first_file: dict[str, str] = {}
+
+    def __call__(self, position: int, row: dict[str, Any]) -> None:
+        config = config_of(row)
+        if config not in self.first_file:
+            self.first_file[config] = str(self.shards[position])
+        self.rows[config] += 1
 
 
 def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -26,8 +52,17 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     shards = [path for path in expand_input_glob(args.input_glob) if path.resolve() != output.resolve()]
     if not shards:
         raise ReverifyError(f"No shards matched {args.input_glob!r}")
-    index = index_shards(shards)
+    configs = ConfigCount(shards)
+    index = index_shards(shards, on_row=configs)
     log.info("reverify: %d rows in %d shards", index.height, len(shards))
+    if (mixed := mixed_configs_message(configs.rows, configs.first_file)) is not None:
+        if not args.allow_mixed_configs:
+            raise ReverifyError(mixed)
+        log.warning(
+            "WARNING: --allow-mixed-configs: aggregating rows of %d verifier configs: %s",
+            len(configs.rows),
+            describe_configs(configs.rows, configs.first_file),
+        )
     if merge_shards:
         write_merged(index, shards, output)
         rows = (line.row for line in iter_jsonl(output))
@@ -35,10 +70,15 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     else:
         rows = iter_rows(index, shards)
     metrics_path = aggregate_metrics_path(output)
-    entries = run_aggregation(rows, setup, metrics_path)
+    sources = CoverageSources.of([sidecar_path(shard) for shard in shards], expected=None)
+    entries = run_aggregation(rows, setup, metrics_path, sources)
     if entries is None:
         print("No row carries an agent name: no metrics written.")
         return
     print(f"Metrics: {metrics_path}")
+    print_coverage(
+        {entry["agent_ref"]["name"]: entry["coverage"] for entry in entries},
+        {entry["agent_ref"]["name"]: entry["provenance"] for entry in entries},
+    )
     for entry in entries:
         print(f"  {entry['agent_ref']['name']}: {entry.get('key_metrics', {})}")

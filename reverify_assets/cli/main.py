@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     aggregate.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
     aggregate.add_argument("--input-glob", "-i", required=True, help="comma-separated globs of shard outputs")
     aggregate.add_argument("--output", "-o", required=True, help="merged output .jsonl")
+    aggregate.add_argument(
+        "--allow-mixed-configs",
+        action="store_true",
+        help="aggregate rows scored by different verifier configs (each entry's provenance block lists them)",
+    )
 
     serve = commands.add_parser("serve", help="run the configured built-in resources servers in the foreground")
     serve.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")

@@ -161,4 +161,7 @@ def _describe_aggregate(result: dg.ExecuteInProcessResult, rescoring: RescoringD
     meta = _metadata(result, rescoring.aggregate_key)
     if not result.success or not meta:
         return "not computed (no shard has results for this verifier config yet)"
-    return f"{meta.get('rows')} rows from {meta.get('shards included')} shards -> {meta.get('file')}"
+    described = f"{meta.get('rows')} rows from {meta.get('shards included')} shards -> {meta.get('file')}"
+    if (cover := meta.get("metrics cover")) is not None:
+        described += f"; metrics cover {cover}"
+    return described

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
 import orjson
 
-from reverify_assets.defs.materialization import MaterializedRun
+from reverify_assets.metrics.coverage import Coverage, describe, describe_bounds, total_coverage
+
+if TYPE_CHECKING:  # the summary is also printed by `reverify aggregate`, which never imports Dagster
+    from reverify_assets.defs.materialization import MaterializedRun
 
 
 def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregation: bool) -> None:
@@ -29,8 +35,28 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
         print("Aggregation disabled: run `reverify aggregate` after all shards finish.")
     elif run.metrics is not None:
         print(f"Metrics:  {run.metrics.path}")
+        print_coverage(run.metrics.coverage, run.metrics.provenance)
         for agent, figures in run.metrics.key_metrics.items():
             print(f"  {agent}: {orjson.dumps(figures).decode()}")
     if verified.get("unsafe"):
         print("WARNING: this output is unsafe: the verifier may need per-rollout state that reverification lacks.")
     print(f"Dagster run: {run.run_id}")
+
+
+def print_coverage(coverage: dict[str, dict[str, Any]], provenance: dict[str, dict[str, Any]]) -> None:
+    """``Metrics cover 25 of 37 rollouts (12 judge_failed): incomplete`` (``180 rollouts (expected total
+    unknown)`` when the plan is not known), how far the lost rows could move the mean, each agent's coverage
+    when there are several, and the verifier configs when rows mix them."""
+    total = total_coverage(coverage.values())
+    print(f"Metrics cover {describe(total)}{': incomplete' if total.lost else ''}")
+    if bounds := describe_bounds(total):
+        print(f"  {bounds}")
+    if len(coverage) > 1 and not total.complete:
+        for agent, block in coverage.items():
+            print(f"  {agent} covers {describe(Coverage.from_block(block))}")
+    configs: Counter[str] = Counter()
+    for block in provenance.values():
+        configs.update(block.get("rows_by_config") or {})
+    if len(configs) > 1:
+        listed = ", ".join(f"{config} ({rows} rows)" for config, rows in configs.most_common())
+        print(f"WARNING: the metrics mix rows scored by {len(configs)} verifier configs: {listed}")

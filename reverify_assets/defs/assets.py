@@ -30,12 +30,14 @@ from reverify_assets.defs.handles import (
 from reverify_assets.defs.metadata import aggregate_metadata, sidecar_metadata, verification_metadata
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.lib.atomic_files import write_parquet_atomic
-from reverify_assets.lib.file_names import aggregate_metrics_path
+from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.judge_recovery import index_judge_failures, source_failures_path
 from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.sorted_output import sort_by_key
+from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
+from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_summary import summarize_output
@@ -180,14 +182,18 @@ def reverify(
     yield from _verify(rescoring, verify_payloads, names=("reverified_rows", "reverify_failures"))
 
 
-def _aggregate(rescoring: RescoringResource, rows: OutputHandle) -> dg.Output[OutputHandle | None]:
+def _aggregate(
+    rescoring: RescoringResource, rows: OutputHandle, expected: list[PlannedKeys], sidecars: list[Path]
+) -> dg.Output[OutputHandle | None]:
+    """``expected``: the keys the run planned; ``sidecars``: where its failed rows are (see ``coverage_count``)."""
     output = Path(rows.path)
     target = aggregate_metrics_path(output)
     # Metrics stream rows in key order: a fresh output is sorted; an --append target is the user's file.
     in_key_order = (
         iter_rows(index_shards([output]), [output]) if rescoring.append else (line.row for line in iter_jsonl(output))
     )
-    entries = run_aggregation(in_key_order, rescoring.verifier_setup(), target)
+    sources = CoverageSources.of([*sidecars, sidecar_path(output)], expected)
+    entries = run_aggregation(in_key_order, rescoring.verifier_setup(), target, sources)
     if entries is None:
         return dg.Output(None, metadata={"note": "no row carries an agent name: nothing to aggregate"})
     return dg.Output(
@@ -196,6 +202,8 @@ def _aggregate(rescoring: RescoringResource, rows: OutputHandle) -> dg.Output[Ou
             rows=rows.rows,
             config_hash=rows.config_hash,
             key_metrics={entry["agent_ref"]["name"]: entry.get("key_metrics", {}) for entry in entries},
+            coverage={entry["agent_ref"]["name"]: entry[COVERAGE_FIELD] for entry in entries},
+            provenance={entry["agent_ref"]["name"]: entry[PROVENANCE_BLOCK_FIELD] for entry in entries},
         ),
         metadata=aggregate_metadata(target, entries, rows.config_hash),
         data_version=content_version(target),
@@ -204,9 +212,14 @@ def _aggregate(rescoring: RescoringResource, rows: OutputHandle) -> dg.Output[Ou
 
 @dg.asset(group_name=RESCORING, description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server.")
 def aggregate_metrics(
-    context: dg.AssetExecutionContext, rescoring: RescoringResource, reverified_rows: OutputHandle
+    context: dg.AssetExecutionContext,
+    rescoring: RescoringResource,
+    reverified_rows: OutputHandle,
+    verify_payloads: PlanHandle,
 ) -> dg.Output[OutputHandle | None]:
-    return _aggregate(rescoring, reverified_rows)
+    """Each entry's coverage counts the rows of ``verify_payloads`` (the join) the output lacks."""
+    expected = PlannedKeys.from_plan(pl.read_parquet(verify_payloads.plan), Path(verify_payloads.inputs))
+    return _aggregate(rescoring, reverified_rows, [expected], [])
 
 
 @dg.asset(
@@ -304,9 +317,16 @@ def merged_rollouts(
 
 @dg.asset(group_name=RECOVERY, description="The aggregate metrics of the merged output, as a clean run would give.")
 def merged_aggregate_metrics(
-    context: dg.AssetExecutionContext, rescoring: RescoringResource, merged_rollouts: OutputHandle
+    context: dg.AssetExecutionContext,
+    rescoring: RescoringResource,
+    merged_rollouts: OutputHandle,
+    rollouts: IndexHandle,
 ) -> dg.Output[OutputHandle | None]:
-    return _aggregate(rescoring, merged_rollouts)
+    """The run expected the successes it carried over and every key of the source sidecar: a source failure
+    that was not recovered (another class, or beyond --limit) is a failed row of the merged output."""
+    expected = PlannedKeys.from_index(pl.read_parquet(rollouts.index), Path(rollouts.source))
+    source_sidecar = source_failures_path(Path(rescoring.rollouts))
+    return _aggregate(rescoring, merged_rollouts, [expected], [source_sidecar])
 
 
 def _log_progress(stats: VerifyStats) -> None:

@@ -32,6 +32,8 @@ class OutputHandle(BaseModel):
     rows: int
     config_hash: str
     key_metrics: dict[str, dict[str, Any]] = {}  # per agent, for metrics files: their headline figures
+    coverage: dict[str, dict[str, Any]] = {}  # per agent, for metrics files: the entry's coverage block
+    provenance: dict[str, dict[str, Any]] = {}  # per agent, for metrics files: the entry's provenance block
     written_this_run: int = 0  # of `rows`, those this run added (resume and --append add to a file)
 
 

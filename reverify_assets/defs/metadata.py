@@ -7,6 +7,13 @@ from typing import Any
 
 import dagster as dg
 
+from reverify_assets.metrics.coverage import (
+    COVERAGE_FIELD,
+    PROVENANCE_BLOCK_FIELD,
+    UNKNOWN,
+    describe,
+    total_coverage,
+)
 from reverify_assets.pipeline.output_summary import OutputSummary
 from reverify_assets.pipeline.verification import VerificationResult
 from reverify_assets.pipeline.verify_loop import VerifyStats
@@ -58,11 +65,42 @@ def key_metrics_table(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def coverage_table(entries: list[dict[str, Any]]) -> str:
+    """Per entry: what its metrics cover and how far the rows they lack could move its mean reward."""
+    lines = [
+        "| agent | scored | failed by class | missing | mean reward | bounds (lost rows as 0 / 1) |",
+        "| --- | ---: | --- | ---: | ---: | --- |",
+    ]
+    for entry in entries:
+        block = entry.get(COVERAGE_FIELD) or {}
+        failed = ", ".join(f"{count} {name}" for name, count in (block.get("failed_by_class") or {}).items())
+        mean, lower, upper = block.get("mean_reward"), block.get("mean_reward_lower"), block.get("mean_reward_upper")
+        lines.append(
+            f"| {entry['agent_ref']['name']} | {block.get('scored', 0)} of {block.get('expected', UNKNOWN)} "
+            f"| {failed or 'none'} | {block.get('missing', UNKNOWN)} | {_number(mean)} "
+            f"| {_number(lower)} to {_number(upper)} |"
+        )
+    return "\n".join(lines)
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, int | float) else "n/a"
+
+
 def aggregate_metadata(path: Path, entries: list[dict[str, Any]], config_hash: str) -> dict[str, Any]:
+    total = total_coverage(entry[COVERAGE_FIELD] for entry in entries if COVERAGE_FIELD in entry)
+    configs: dict[str, int] = {}
+    for entry in entries:
+        for config, rows in (entry.get(PROVENANCE_BLOCK_FIELD) or {}).get("rows_by_config", {}).items():
+            configs[config] = configs.get(config, 0) + rows
     metadata: dict[str, Any] = {
         "file": dg.MetadataValue.path(str(path)),
         "agents": len(entries),
         "key metrics": dg.MetadataValue.md(key_metrics_table(entries)),
+        "coverage": dg.MetadataValue.md(coverage_table(entries)),
+        "metrics cover": describe(total),
+        "complete": dg.MetadataValue.bool(total.complete),
+        "rows by verifier config": dg.MetadataValue.json(configs),
         "verifier config hash": config_hash,
     }
     if len(entries) == 1:

@@ -27,6 +27,7 @@ from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.lib.resume_cache import max_attempts_from
+from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.output_summary import summarize_output
@@ -37,7 +38,7 @@ from reverify_assets.pipeline.verification import VerifyStep, run_verification
 from reverify_assets.rescoring.index_cache import IndexCache
 from reverify_assets.rescoring.shard_keys import parse_shard_key, task_range
 from reverify_assets.rescoring.shard_plan import plan_shard
-from reverify_assets.rescoring.sources import source_by_id
+from reverify_assets.rescoring.sources import discover_sources, source_by_id
 from reverify_assets.rescoring.spec import RescoringSpec
 
 VERIFIER_POOL = "verifier"
@@ -264,13 +265,18 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     )
     def aggregate_metrics(context: dg.AssetExecutionContext) -> Iterator[Any]:
         registered = context.instance.get_dynamic_partitions(shards.name)
-        included, excluded = _gated_shards(layout, registered, spec.max_failure_rate)
+        included, excluded, over_limit = _gated_shards(layout, registered, spec.max_failure_rate)
         if not included:
             raise dg.Failure(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
         outputs = [layout.shard_output(shard) for shard in included]
         write_merged(index_shards(outputs), outputs, layout.merged)
         metrics_path = layout.merged.with_name("merged_aggregate_metrics.json")
-        entries = run_aggregation((line.row for line in iter_jsonl(layout.merged)), setup, metrics_path) or []
+        # The coverage counts every registered shard's plan: a shard left out is missing from the metrics, but
+        # the failures of one left out for its failure rate are known (its files are sound) and count as failed.
+        sidecars = [sidecar_path(layout.shard_output(shard)) for shard in [*included, *over_limit]]
+        sources = CoverageSources.of(sidecars, _planned_keys(layout, registered))
+        rows = (line.row for line in iter_jsonl(layout.merged))
+        entries = run_aggregation(rows, setup, metrics_path, sources) or []
         summary = summarize_output(layout.merged)
         metadata = aggregate_metadata(metrics_path, entries, setup.config_hash) if entries else {}
         metadata.update(
@@ -334,9 +340,12 @@ def restart_if_data_changed(output: Path, fingerprint: str) -> None:
     write_bytes_atomic(marker, f"{fingerprint}\n".encode())
 
 
-def _gated_shards(layout: RescoringLayout, registered: list[str], limit: float) -> tuple[list[str], dict[str, str]]:
-    """Shards with current results and a failure rate within the limit; the others, with the reason."""
-    included, excluded = [], {}
+def _gated_shards(
+    layout: RescoringLayout, registered: list[str], limit: float
+) -> tuple[list[str], dict[str, str], list[str]]:
+    """Shards with current results and a failure rate within the limit; the others, with the reason; and of
+    those, the ones left out for their failure rate."""
+    included, excluded, over_limit = [], {}, []
     for shard in registered:
         output = layout.shard_output(shard)
         if not output.exists():
@@ -349,9 +358,22 @@ def _gated_shards(layout: RescoringLayout, registered: list[str], limit: float) 
             continue
         if failed / max(1, rows + failed) > limit:
             excluded[shard] = f"{failed} failed rows of {rows + failed} is over the limit of {limit:.1%}"
+            over_limit.append(shard)
             continue
         included.append(shard)
-    return included, excluded
+    return included, excluded, over_limit
+
+
+def _planned_keys(layout: RescoringLayout, shards: list[str]) -> list[PlannedKeys] | None:
+    """The keys every registered shard planned; None (unknown) when a shard has no plan for this config yet."""
+    inputs = {source.id: source.inputs for source in discover_sources(layout.spec)}
+    planned = []
+    for shard in shards:
+        plan, source = layout.plan(shard), parse_shard_key(shard)[0]
+        if not plan.exists() or source not in inputs:
+            return None
+        planned.append(PlannedKeys.from_plan(pl.read_parquet(plan), Path(inputs[source])))
+    return planned
 
 
 def unresolved_failures(output: Path) -> int:

@@ -168,17 +168,26 @@ class MetricsAccumulator:
         return {name: self._groups.entries() if name == _GROUPS else value for name, value in sections.items()}
 
     def write_answer(
-        self, fp: IO[bytes], *, prefix_fields: Mapping[str, Any] | None = None, drop: Collection[str] = ()
+        self,
+        fp: IO[bytes],
+        *,
+        prefix_fields: Mapping[str, Any] | None = None,
+        drop: Collection[str] = (),
+        suffix_fields: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Write the answer to `fp` as one JSON object: `prefix_fields` first, then the answer's sections in
-        NeMo Gym's order but those in `drop`. ``orjson.loads`` of it equals ``{**prefix_fields, **answer()}``
-        without `drop`, floats bit for bit. Returns what was written but the group entries, which can be
-        as many as the rows: a summary a caller can keep."""
+        NeMo Gym's order but those in `drop`, then `suffix_fields`. ``orjson.loads`` of it equals
+        ``{**prefix_fields, **answer(), **suffix_fields}`` without `drop`, floats bit for bit. Returns what
+        was written but the group entries, which can be as many as the rows: a summary a caller can keep."""
         sections = self._finish()
-        prefix = dict(prefix_fields or {})
-        if clash := set(prefix) & set(sections):
-            raise ValueError(f"prefix fields {sorted(clash)} are sections of the answer")
-        fields = [*prefix.items(), *((name, value) for name, value in sections.items() if name not in drop)]
+        prefix, suffix = dict(prefix_fields or {}), dict(suffix_fields or {})
+        if clash := (set(prefix) | set(suffix)) & set(sections) or set(prefix) & set(suffix):
+            raise ValueError(f"prefix or suffix fields {sorted(clash)} are sections of the answer, or both")
+        fields = [
+            *prefix.items(),
+            *((name, value) for name, value in sections.items() if name not in drop),
+            *suffix.items(),
+        ]
         fp.write(b"{")
         for position, (name, value) in enumerate(fields):
             fp.write(b"," if position else b"")

@@ -21,6 +21,7 @@ from reverify_assets.config.topology import Topology
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.result_routing import agent_name, run_label
 from reverify_assets.metrics.accumulator import MetricsAccumulator
+from reverify_assets.pipeline.coverage_count import CoverageTally, GroupKey
 from reverify_assets.servers.protocol import MetricsHooks
 from reverify_assets.servers.registry import builtin_metrics_hooks
 from reverify_assets.verifier.client import VerifierClient
@@ -52,8 +53,11 @@ class AgentGroup:
 
     @property
     def label(self) -> str:
-        environments = self.labels - {self.agent}
-        return next(iter(environments)) if len(environments) == 1 else self.agent
+        return entry_label(self.agent, self.labels)
+
+    @property
+    def key(self) -> GroupKey:
+        return self.agent, self.server
 
     def add(self, row: dict[str, Any]) -> None:
         self.rows += 1
@@ -75,9 +79,11 @@ class LocalGroup(AgentGroup):
         except ValueError as exc:
             raise ReverifyError(f"aggregate metrics of {self.agent!r}: {exc}") from exc
 
-    def write_entry(self, fp: IO[bytes]) -> dict[str, Any]:
+    def write_entry(self, fp: IO[bytes], suffix_fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
         label = {"agent_ref": {"name": self.label}}
-        return self.accumulator.write_answer(fp, prefix_fields=label, drop=(NOT_IN_SUMMARY,))
+        return self.accumulator.write_answer(
+            fp, prefix_fields=label, drop=(NOT_IN_SUMMARY,), suffix_fields=suffix_fields
+        )
 
     def close(self) -> None:
         self.accumulator.close()
@@ -112,19 +118,42 @@ class RemoteGroup(AgentGroup):
         self.body.close()
 
 
-def collect_groups(rows: Iterable[dict[str, Any]], topology: Topology) -> list[LocalGroup | RemoteGroup]:
+def entry_label(agent: str, labels: set[str]) -> str:
+    """An entry is named by the environment server when its rows agree on one, else by the agent."""
+    environments = labels - {agent}
+    return next(iter(environments)) if len(environments) == 1 else agent
+
+
+def group_of(row: dict[str, Any], topology: Topology) -> tuple[GroupKey, str] | None:
+    """The group a failed or missing row would have joined, and its run label (None: no run label)."""
+    label = run_label(row)
+    if label is None:
+        return None
+    try:
+        server: str | None = topology.server_for(row)
+    except ReverifyError:
+        server = None  # a failure the config cannot route still counts, in an entry of its own
+    return (agent_name(row) or label, server), label
+
+
+def collect_groups(
+    rows: Iterable[dict[str, Any]], topology: Topology, tally: CoverageTally | None = None
+) -> list[LocalGroup | RemoteGroup]:
     """Groups in order of first appearance; rows without a run label are skipped, as NeMo Gym does.
 
     Rows group by agent (and server), not by NeMo Gym's run label directly: seeded rows carry the
     collection's ``_ng_environment_server`` while recovered rows do not, and one agent's metrics
     must not split in two. The entry is named by the environment server when its rows agree on one.
     Rows come in key order (an output file, or shards merged by key), as a local group needs them.
+    ``tally`` counts every row as scored, for the entries' coverage.
     """
     groups: dict[tuple[str, str], LocalGroup | RemoteGroup] = {}
     try:
         for row in rows:
             label = run_label(row)
             if label is None:
+                if tally is not None:
+                    tally.add(row, None)
                 continue
             agent = agent_name(row) or label
             server = topology.server_for(row)
@@ -132,6 +161,8 @@ def collect_groups(rows: Iterable[dict[str, Any]], topology: Topology) -> list[L
             if group is None:
                 group = groups[(agent, server)] = _new_group(agent, server, topology)
             group.labels.add(label)
+            if tally is not None:
+                tally.add(row, (agent, server))
             group.add(strip_for_aggregation(row))
     except BaseException:
         for group in groups.values():

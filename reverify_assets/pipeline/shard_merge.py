@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import AtomicWriter, parse_row, read_line_at
+from reverify_assets.lib.jsonl import AtomicWriter, JsonlLine, parse_row, read_line_at
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.lib.keys import describe_key
+from reverify_assets.lib.keys import RolloutKey, describe_key
 
 
-def index_shards(shards: Sequence[Path]) -> pl.DataFrame:
-    """Columns task, rollout, shard (position in ``shards``), offset, line; sorted by key."""
+def index_shards(shards: Sequence[Path], on_row: Callable[[int, dict[str, Any]], None] | None = None) -> pl.DataFrame:
+    """Columns task, rollout, shard (position in ``shards``), offset, line; sorted by key.
+
+    ``on_row(shard position, row)`` sees every row as the shards are indexed (no second reading)."""
     frames = [
-        scan_keys(path).frame.with_columns(pl.lit(position, dtype=pl.Int32).alias("shard"))
+        scan_keys(path, check=_row_check(position, on_row)).frame.with_columns(
+            pl.lit(position, dtype=pl.Int32).alias("shard")
+        )
         for position, path in enumerate(shards)
     ]
     merged = pl.concat(frames).sort([*KEY_COLUMNS, "shard"])
@@ -30,6 +34,14 @@ def index_shards(shards: Sequence[Path]) -> pl.DataFrame:
             f"{shards[first[1]['shard']]}:{first[1]['line']}"
         )
     return merged
+
+
+def _row_check(
+    position: int, on_row: Callable[[int, dict[str, Any]], None] | None
+) -> Callable[[JsonlLine, RolloutKey], None] | None:
+    if on_row is None:
+        return None
+    return lambda entry, _key: on_row(position, entry.row)
 
 
 def iter_raw_lines(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[tuple[bytes, Path, int]]:

@@ -58,7 +58,12 @@ def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None
     assert merged.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
     ours = orjson.loads((tmp_path / "merged_aggregate_metrics.json").read_bytes())
     reference = orjson.loads((tmp_path / "whole_aggregate_metrics.json").read_bytes())
-    assert ours == reference
+    assert without_coverage(ours) == without_coverage(reference)
+    # The whole run knows its plan; the shards' aggregate does not, and says so instead of claiming 0 missing.
+    assert reference[0]["coverage"]["expected"] == 180 and reference[0]["coverage"]["complete"] is True
+    assert ours[0]["coverage"] | {"expected": 180, "missing": 0} == reference[0]["coverage"] | {"complete": False}
+    assert ours[0]["coverage"]["expected"] == ours[0]["coverage"]["missing"] == "unknown"
+    assert "Metrics cover 180 rollouts (expected total unknown)\n" in result.stdout
 
     unmerged = tmp_path / "unmerged.jsonl"
     result = aggregate_mcqa(
@@ -66,7 +71,55 @@ def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None
     )
     assert result.returncode == 0, result.stderr
     assert not unmerged.exists()
-    assert orjson.loads((tmp_path / "unmerged_aggregate_metrics.json").read_bytes()) == reference
+    assert orjson.loads((tmp_path / "unmerged_aggregate_metrics.json").read_bytes()) == ours
+
+
+def without_coverage(entries: list[dict]) -> list[dict]:
+    """NeMo Gym's fields and our provenance block: what the same rows give however they were split."""
+    return [{name: value for name, value in entry.items() if name != "coverage"} for entry in entries]
+
+
+def test_aggregate_refuses_shards_scored_by_different_configs_unless_allowed(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    rows = read_jsonl(CONFORMANCE_ROLLOUTS)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    modes = ["lenient_boxed", "strict_single_letter_boxed"]
+    for number, mode in enumerate(modes):
+        part = write_jsonl(tmp_path / f"part{number}.jsonl", [r for r in rows if r["_ng_task_index"] % 2 == number])
+        done = run_mcqa(
+            shards / f"rs-shard{number}.jsonl",
+            "--disable-aggregation",
+            f"++mcqa.resources_servers.mcqa.grading_mode={mode}",
+            rollouts=part,
+            home=home,
+        )
+        assert done.returncode == 0, done.stderr
+    paths = [shards / f"rs-shard{number}.jsonl" for number in range(2)]
+    hashes = [read_jsonl(path)[0]["reverify_provenance"]["config_hash"] for path in paths]
+    counts = [len(read_jsonl(path)) for path in paths]
+    assert hashes[0] != hashes[1], "two grading modes are two verifier configs"
+
+    merged = tmp_path / "merged.jsonl"
+    refused = aggregate_mcqa(f"{shards}/rs-shard*.jsonl", merged, home=home)
+    assert refused.returncode == 1, refused.stderr
+    assert "2 different verifier configs" in refused.stderr and "--allow-mixed-configs" in refused.stderr
+    for config, count, path in zip(hashes, counts, paths, strict=True):
+        assert f"config {config} ({count} rows, e.g. {path})" in refused.stderr
+    assert not merged.exists() and not (tmp_path / "merged_aggregate_metrics.json").exists()
+
+    allowed = aggregate_mcqa(f"{shards}/rs-shard*.jsonl", merged, "--allow-mixed-configs", home=home)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "WARNING: --allow-mixed-configs: aggregating rows of 2 verifier configs" in allowed.stderr
+    [entry] = orjson.loads((tmp_path / "merged_aggregate_metrics.json").read_bytes())
+    assert entry["provenance"] == {"rows_by_config": dict(zip(hashes, counts, strict=True)), "mixed": True}
+    assert "the metrics mix rows scored by 2 verifier configs" in allowed.stdout
+
+    # Rows without provenance (scored before reverify) are a config of their own: mixed with one, refused.
+    write_jsonl(paths[1], [{k: v for k, v in r.items() if k != "reverify_provenance"} for r in read_jsonl(paths[1])])
+    unknown = aggregate_mcqa(f"{shards}/rs-shard*.jsonl", tmp_path / "m2.jsonl", home=home)
+    assert unknown.returncode == 1, unknown.stderr
+    assert f"rows without reverify_provenance ('original') ({counts[1]} rows, e.g. {paths[1]})" in unknown.stderr
 
 
 def test_aggregate_with_no_matching_shard_is_an_error(tmp_path: Path) -> None:
@@ -155,6 +208,8 @@ def test_cli_runs_are_dagster_materializations_with_lineage_metadata(tmp_path: P
         assert "dagster/data_version" in tags, name
     metrics, _ = latest_materialization(instance, "aggregate_metrics")
     assert "pass@1[avg-of-3]/accuracy" in metrics["key metrics"]
+    assert "| mcqa_simple_agent | 180 of 180 | none | 0 | 0.4500 | 0.4500 to 0.4500 |" in metrics["coverage"]
+    assert metrics["complete"] is True and metrics["metrics cover"] == "180 of 180 rollouts"
 
 
 def test_definitions_validate(tmp_path: Path) -> None:

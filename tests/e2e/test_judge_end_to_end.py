@@ -286,6 +286,72 @@ def test_a_partial_outage_scores_some_rows_and_parks_the_rest(
     assert judge.stats()["requests"] == len(failed)
 
 
+def test_a_judge_outage_shows_in_the_coverage_of_the_metrics(
+    tmp_path: Path, judge: LocalJudge, transcript: Transcript
+) -> None:
+    judge.control(fail_status=503, fail_share=0.5, seed=3)
+    run = reverify(tmp_path, judge, transcript)
+    assert run.result.returncode == 0, run.result.stderr
+    # Still down: --resume retries the parked rows, which fail again: two sidecar rows per key.
+    resumed = reverify(tmp_path, judge, transcript, "--resume")
+    assert resumed.result.returncode == 0, resumed.result.stderr
+    failed_keys = set(keys(run.failures))
+    assert len(run.failures) == 2 * len(failed_keys) and 0 < len(failed_keys) < ROWS
+    metrics_path = run.output.with_name("reverified_aggregate_metrics.json")
+    [entry] = orjson.loads(metrics_path.read_bytes())
+    coverage = entry["coverage"]
+    scored = len(run.rows)
+    assert {name: coverage[name] for name in ("expected", "scored", "failed", "missing", "complete")} == {
+        "expected": ROWS,
+        "scored": scored,
+        "failed": len(failed_keys),
+        "missing": 0,
+        "complete": False,
+    }, "each failed key counts once, however many sidecar rows it has"
+    assert coverage["failed_by_class"] == {"judge_failed": len(failed_keys)}
+    mean = sum(row["reward"] for row in run.rows) / scored
+    assert coverage["mean_reward"] == pytest.approx(mean)
+    assert coverage["mean_reward_lower"] == pytest.approx(mean * scored / ROWS)
+    assert coverage["mean_reward_upper"] == pytest.approx((mean * scored + len(failed_keys)) / ROWS)
+    assert coverage["mean_reward_lower"] <= coverage["mean_reward"] <= coverage["mean_reward_upper"]
+    assert entry["provenance"]["mixed"] is False and list(entry["provenance"]["rows_by_config"].values()) == [scored]
+    summary = f"Metrics cover {scored} of {ROWS} rollouts ({len(failed_keys)} judge_failed): incomplete"
+    assert summary in resumed.result.stdout
+
+    # The judge is back: the parked keys are scored, their old sidecar rows no longer count as failures.
+    judge.control()
+    finished = reverify(tmp_path, judge, transcript, "--resume")
+    assert finished.result.returncode == 0, finished.result.stderr
+    [entry] = orjson.loads(metrics_path.read_bytes())
+    assert entry["coverage"]["scored"] == ROWS and entry["coverage"]["failed_by_class"] == {}
+    assert entry["coverage"]["complete"] is True
+    assert entry["coverage"]["mean_reward_lower"] == entry["coverage"]["mean_reward_upper"] == pytest.approx(5 / 12)
+    assert f"Metrics cover {ROWS} of {ROWS} rollouts\n" in finished.result.stdout
+
+
+def test_an_agent_whose_rows_all_failed_still_has_an_entry(
+    tmp_path: Path, judge: LocalJudge, transcript: Transcript
+) -> None:
+    judge.control(fail_status=503, fail_share=1.0)
+    run = reverify(tmp_path, judge, transcript)
+    assert run.result.returncode == 0, run.result.stderr
+    [entry] = orjson.loads(run.output.with_name("reverified_aggregate_metrics.json").read_bytes())
+    assert entry["agent_ref"] == {"name": AGENT} and entry["agent_metrics"] == {} and entry["key_metrics"] == {}
+    assert entry["coverage"] == {
+        "expected": ROWS,
+        "scored": 0,
+        "failed": ROWS,
+        "failed_by_class": {"judge_failed": ROWS},
+        "missing": 0,
+        "complete": False,
+        "mean_reward": None,
+        "mean_reward_lower": 0.0,
+        "mean_reward_upper": 1.0,
+    }
+    assert entry["provenance"] == {"rows_by_config": {}, "mixed": False}
+    assert f"Metrics cover 0 of {ROWS} rollouts ({ROWS} judge_failed): incomplete" in run.result.stdout
+
+
 @pytest.mark.parametrize(
     ("flags", "code", "message"),
     [

@@ -33,6 +33,7 @@ def test_four_shard_backfill_equals_the_unsharded_run_then_goes_stale_after_a_ve
 
     first = cli(project, "backfill", project.name, home=home)
     assert first.count(" rows, 0 failures, mean reward ") == 4 and "aggregate: 160 rows from 4 shards" in first
+    assert "metrics cover 160 of 160 rollouts" in first, "the aggregate knows every shard's plan"
     assert "materialized 4, stale 0" in cli(project, "status", project.name, home=home)
 
     unsharded = tmp_path / "unsharded.jsonl"
@@ -80,6 +81,7 @@ def test_blocking_checks_keep_bad_shards_out_of_the_metrics(tmp_path: Path) -> N
     out = cli(project, "backfill", project.name, home=home)
     assert "main.s00001: FAILED (1 blocking asset check failed" in out and "shard_payloads: join_complete" in out
     assert "aggregate: 40 rows from 1 shards" in out
+    assert "metrics cover 40 of 79 rollouts (39 missing)" in out, "the rows of the shard left out are missing"
     status = cli(project, "status", project.name, home=home)
     assert "materialized 1, stale 0, failed 1" in status and "failed: main.s00001" in status
 
@@ -99,6 +101,7 @@ def test_failure_rate_gate_with_a_failing_verifier(tmp_path: Path) -> None:
         out = cli(project, "backfill", project.name, home=home)
     assert "main.s00000: FAILED (1 blocking asset check failed" in out and "failure_rate_within_limit" in out
     assert "aggregate: 40 rows from 1 shards" in out
+    assert "metrics cover 40 of 80 rollouts (40 verify_failed)" in out, "the failures of the shard left out count"
 
 
 @pytest.mark.parametrize(

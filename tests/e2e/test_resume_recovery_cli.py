@@ -225,6 +225,11 @@ def test_judge_failed_only_recovers_to_the_clean_result_and_is_idempotent(tmp_pa
             assert server.stats.verify_calls - before == (4 if attempt == 0 else 0)
         assert "Nothing to be re-verified" in result.stderr
         assert by_key(read_jsonl(first)) == by_key(read_jsonl(merged))
+        # The sidecar still holds the 4 judge failures, now scored: the appended output is complete.
+        [entry] = orjson.loads((tmp_path / "run1" / "rollouts_aggregate_metrics.json").read_bytes())
+        assert entry["coverage"]["scored"] == 10 and entry["coverage"]["complete"] is True
+        [fresh] = orjson.loads((tmp_path / "recovered_aggregate_metrics.json").read_bytes())
+        assert entry["provenance"] == fresh["provenance"], "fresh and --append recoveries count provenance alike"
 
 
 def test_recovery_errors_come_first(tmp_path: Path) -> None:
@@ -263,6 +268,12 @@ def test_merge_lineage_and_mixed_provenance_check(tmp_path: Path) -> None:
     assert metadata["rows"] == 10 and metadata["seeded this run"] == 6 and metadata["recovered this run"] == 4
     evaluation = latest_check(instance, "merged_rollouts", "one_verifier_config")
     assert evaluation.passed is False and evaluation.severity == dg.AssetCheckSeverity.WARN
+    # The run is not refused (recovery merges two sources by design, with its warning), but its metrics say so.
+    assert "merges two sources" in result.stderr
+    [entry] = orjson.loads((tmp_path / "merged_aggregate_metrics.json").read_bytes())
+    assert sorted(entry["provenance"]["rows_by_config"].values()) == [4, 6] and entry["provenance"]["mixed"] is True
+    assert "WARNING: the metrics mix rows scored by 2 verifier configs" in result.stdout
+    assert entry["coverage"]["complete"] is True and entry["coverage"]["scored"] == 10
 
 
 def test_recovery_never_re_judges_a_key_that_later_succeeded(tmp_path: Path) -> None:

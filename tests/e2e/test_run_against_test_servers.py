@@ -59,6 +59,18 @@ def test_results_go_to_output_sidecar_or_nowhere(tmp_path: Path) -> None:
     assert attempts[(5, 0)] == 2, "a 500 is retried"
     metrics = orjson.loads((tmp_path / "rs_aggregate_metrics.json").read_bytes())
     assert [(e["agent_ref"], e["agent_metrics"]["rows_seen"]) for e in metrics] == [({"name": "agent_a"}, 6)]
+    # The metrics say what they lack: the sidecar's keys as failed, the no_persist rows (in no file) as missing.
+    coverage = metrics[0]["coverage"]
+    assert {name: coverage[name] for name in ("expected", "scored", "failed", "failed_by_class", "missing")} == {
+        "expected": 12,
+        "scored": 6,
+        "failed": 4,
+        "failed_by_class": {"judge_failed": 2, "verify_failed": 2},
+        "missing": 2,
+    }
+    assert coverage["complete"] is False
+    assert (coverage["mean_reward_lower"], coverage["mean_reward_upper"]) == (4 / 12, 10 / 12)
+    assert "Metrics cover 6 of 12 rollouts (2 judge_failed, 2 verify_failed, 2 missing): incomplete" in result.stdout
 
 
 def test_a_server_that_keeps_failing_does_not_kill_the_run(tmp_path: Path) -> None:
