@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     from reverify_assets.cli.rescoring_commands import add_rescoring_parsers
 
     add_rescoring_parsers(commands)
+    from reverify_assets.cli.compare_command import add_compare_parser
+
+    add_compare_parser(commands)
     return parser
 
 
@@ -103,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from reverify_assets.cli.rescoring_commands import rescoring_command
 
             rescoring_command(args)
+        elif args.command == "compare":
+            from reverify_assets.cli.compare_command import compare_command
+
+            compare_command(args, overrides)
         elif args.command == "judge-serve":
             from reverify_assets.cli.judge_serve_command import judge_serve_command
 

@@ -1,0 +1,48 @@
+"""One side of a comparison read once, line by line: its key index, its rewards checked, its configs counted.
+
+Only the index (a few integers a row) and the config counts are kept; rows are read again, in key order,
+by :mod:`paired_rows`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reverify_assets.compare.provenance import config_label
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.jsonl import JsonlLine
+from reverify_assets.lib.key_index import KeyIndex, scan_keys
+from reverify_assets.lib.keys import RolloutKey
+
+REWARD_FIELD = "reward"
+
+
+@dataclass(frozen=True)
+class IndexedSide:
+    path: Path
+    keys: KeyIndex  # duplicate keys rejected
+    configs: Counter[str]  # rows per verifier config hash (or "original")
+
+
+def index_side(path: Path) -> IndexedSide:
+    """Malformed JSON, a missing or non-integer key, a duplicate key, a missing or non-numeric reward: an
+    error naming the file and line."""
+    configs: Counter[str] = Counter()
+
+    def check(entry: JsonlLine, _: RolloutKey) -> None:
+        read_reward(entry.row, path, entry.line_no)
+        configs[config_label(entry.row)] += 1
+
+    return IndexedSide(path, scan_keys(path, check=check), configs)
+
+
+def read_reward(row: dict[str, Any], path: Path, line_no: int) -> float:
+    reward = row.get(REWARD_FIELD)
+    # bool is an int subclass, and `true` is not a reward.
+    if not isinstance(reward, int | float) or isinstance(reward, bool):
+        found = "it is missing or null" if reward is None else f"found {reward!r}"
+        raise ReverifyError(f"{path}:{line_no}: `{REWARD_FIELD}` must be a number ({found})")
+    return float(reward)
