@@ -218,7 +218,7 @@ def aggregate_metrics(
     verify_payloads: PlanHandle,
 ) -> dg.Output[OutputHandle | None]:
     """Each entry's coverage counts the rows of ``verify_payloads`` (the join) the output lacks."""
-    expected = PlannedKeys.from_plan(pl.read_parquet(verify_payloads.plan), Path(verify_payloads.inputs))
+    expected = PlannedKeys.read_plan(Path(verify_payloads.plan), Path(verify_payloads.inputs))
     return _aggregate(rescoring, reverified_rows, [expected], [])
 
 

@@ -372,7 +372,7 @@ def _planned_keys(layout: RescoringLayout, shards: list[str]) -> list[PlannedKey
         plan, source = layout.plan(shard), parse_shard_key(shard)[0]
         if not plan.exists() or source not in inputs:
             return None
-        planned.append(PlannedKeys.from_plan(pl.read_parquet(plan), Path(inputs[source])))
+        planned.append(PlannedKeys.read_plan(Path(plan), Path(inputs[source])))
     return planned
 
 

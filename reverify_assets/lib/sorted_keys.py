@@ -23,6 +23,13 @@ def duplicated_keys(frame: pl.DataFrame) -> pl.DataFrame:
     return ordered.filter(repeated).unique(maintain_order=True)
 
 
+def first_row_of_each_key(frame: pl.DataFrame, order: Sequence[str] = ()) -> pl.DataFrame:
+    """The frame sorted by key, keeping for each key only its first row by the columns ``order``."""
+    ordered = frame.sort([*KEY_COLUMNS, *order], maintain_order=True)
+    repeated = (pl.col("task") == pl.col("task").shift(1)) & (pl.col("rollout") == pl.col("rollout").shift(1))
+    return ordered.filter(~repeated.fill_null(False))
+
+
 def packed_keys(frames: Sequence[pl.DataFrame]) -> list[np.ndarray] | None:
     """Each frame's (task, rollout) as one int64 per row that orders rows as the pair does.
 

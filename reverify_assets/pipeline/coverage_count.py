@@ -22,9 +22,9 @@ import polars as pl
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import iter_jsonl, read_row_at
-from reverify_assets.lib.key_index import KEY_COLUMNS
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
 from reverify_assets.lib.result_routing import FAILURE_CLASS_FIELD
+from reverify_assets.lib.sorted_keys import first_row_of_each_key
 from reverify_assets.metrics.coverage import Coverage, config_of, reward_value
 
 GroupKey = tuple[str, str | None]  # (agent, server instance): how the aggregate groups rows into entries
@@ -42,9 +42,11 @@ class PlannedKeys:
     path: Path
 
     @classmethod
-    def from_plan(cls, plan: pl.DataFrame, inputs: Path) -> PlannedKeys:
-        """The keys of a verify plan (see ``join_and_route``), found in the materialized inputs."""
-        return cls(plan.select("task", "rollout", offset="input_offset", line="input_line"), inputs)
+    def read_plan(cls, plan: Path, inputs: Path) -> PlannedKeys:
+        """The keys of a verify plan's parquet file (see ``join_and_route``), found in the materialized inputs;
+        only the four columns are read."""
+        frame = pl.read_parquet(plan, columns=["task", "rollout", "input_offset", "input_line"])
+        return cls(frame.rename({"input_offset": "offset", "input_line": "line"}), inputs)
 
     @classmethod
     def from_index(cls, index: pl.DataFrame, path: Path) -> PlannedKeys:
@@ -177,7 +179,7 @@ class _ExpectedWalk:
             for position, source in enumerate(sources)
         ]
         keys = pl.concat(frames) if frames else pl.DataFrame(schema=_WALK_SCHEMA)
-        self._rows = _iter_keys(keys.unique(KEY_COLUMNS, keep="first", maintain_order=True).sort(KEY_COLUMNS))
+        self._rows = _iter_keys(first_row_of_each_key(keys, order=["file"]))
         self._handles: dict[int, IO[bytes]] = {}
         self._head = next(self._rows, None)
 

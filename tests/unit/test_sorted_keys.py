@@ -11,7 +11,13 @@ import pytest
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.key_index import KeyIndex, join_rollouts_to_inputs
-from reverify_assets.lib.sorted_keys import duplicated_keys, first_appearance_groups, packed_keys, positions_in
+from reverify_assets.lib.sorted_keys import (
+    duplicated_keys,
+    first_appearance_groups,
+    first_row_of_each_key,
+    packed_keys,
+    positions_in,
+)
 
 BIG = (1 << 62) + 5
 
@@ -36,6 +42,12 @@ def keys_frame(keys: list[tuple[int, int]], **columns: list[object]) -> pl.DataF
 )
 def test_duplicated_keys(keys: list[tuple[int, int]], duplicated: list[tuple[int, int]]) -> None:
     assert duplicated_keys(keys_frame(keys)).rows() == duplicated
+
+
+def test_first_row_of_each_key_keeps_the_lowest_by_order() -> None:
+    frame = keys_frame([(1, 0), (0, 0), (1, 0), (0, 0), (2, 2)], file=[1, 1, 0, 1, 3], seen=["a", "b", "c", "d", "e"])
+    kept = first_row_of_each_key(frame, order=["file"])
+    assert kept.select("task", "rollout", "seen").rows() == [(0, 0, "b"), (1, 0, "c"), (2, 2, "e")]
 
 
 @pytest.mark.parametrize(
