@@ -12,6 +12,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import AtomicWriter, JsonlLine, parse_row, read_line_at
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.lib.keys import RolloutKey, describe_key
+from reverify_assets.lib.sorted_keys import duplicated_keys
 
 
 def index_shards(shards: Sequence[Path], on_row: Callable[[int, dict[str, Any]], None] | None = None) -> pl.DataFrame:
@@ -25,10 +26,10 @@ def index_shards(shards: Sequence[Path], on_row: Callable[[int, dict[str, Any]],
         for position, path in enumerate(shards)
     ]
     merged = pl.concat(frames).sort([*KEY_COLUMNS, "shard"])
-    duplicated = merged.filter(pl.struct(KEY_COLUMNS).is_duplicated())
-    if not duplicated.is_empty():
-        first = duplicated.head(2).rows(named=True)
-        key = (first[0]["task"], first[0]["rollout"])
+    duplicates = duplicated_keys(merged)
+    if not duplicates.is_empty():
+        key = duplicates.row(0)
+        first = merged.filter((pl.col("task") == key[0]) & (pl.col("rollout") == key[1])).head(2).rows(named=True)
         raise ReverifyError(
             f"key {describe_key(key)} is in two shards: {shards[first[0]['shard']]}:{first[0]['line']} and "
             f"{shards[first[1]['shard']]}:{first[1]['line']}"
