@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import aiohttp
 import polars as pl
@@ -29,6 +31,7 @@ from reverify_assets.verifier.launcher import ServerFleet
 from reverify_assets.verifier.retry import RetryPolicy
 
 log = logging.getLogger("reverify")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,39 @@ def run_verification(
     on_progress: Callable[[VerifyStats], None] | None = None,
 ) -> VerificationResult:
     with ServerFleet(routed_blocks(setup, plan)) as urls:
-        return asyncio.run(_verify(plan, setup, step, urls, on_progress))
+        return asyncio.run(_interruptible(_verify(plan, setup, step, urls, on_progress)))
+
+
+async def _interruptible(work: Coroutine[Any, Any, T]) -> T:
+    """Ctrl-C cancels ``work`` (which keeps every settled row) and is raised as KeyboardInterrupt.
+
+    Otherwise the signal handler in force (Dagster's, in a step) raises wherever the signal lands: inside
+    one of asyncio's callbacks, asyncio logs the exception and carries on, and the run ignores the Ctrl-C.
+    Only the main thread may take signals; elsewhere ``work`` runs as it is.
+    """
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    previous = signal.getsignal(signal.SIGINT)
+    interrupted = False
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    except (RuntimeError, ValueError, NotImplementedError):
+        return await work
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
 
 
 async def _verify(

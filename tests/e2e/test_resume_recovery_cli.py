@@ -169,6 +169,7 @@ def test_ctrl_c_stops_a_busy_run_at_once_keeping_whole_lines_and_resume_finishes
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=15)
     assert process.returncode == 130 and "reverify: interrupted" in stderr, stderr
+    assert "Traceback" not in stderr, "the interrupt was handled, not logged from inside asyncio"
     content = output.read_bytes()
     assert content.endswith(b"\n") and content.count(b"\n") < 32_000, "whole lines, and the run did stop"
     result = run_with_config(MCQA_CONFIG, inputs, rollouts, output, "--resume", home=tmp_path / "h")

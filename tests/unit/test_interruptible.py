@@ -1,0 +1,55 @@
+"""Ctrl-C during the verify loop cancels it (its clean-up runs) and comes out as KeyboardInterrupt."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from types import FrameType
+
+import pytest
+
+from reverify_assets.pipeline.verification import _interruptible
+
+
+def test_ctrl_c_cancels_the_work_runs_its_cleanup_and_restores_the_handler() -> None:
+    cleaned_up: list[bool] = []
+    calls: list[int] = []
+
+    def previous_handler(signum: int, frame: FrameType | None) -> None:
+        calls.append(signum)
+
+    async def work() -> str:
+        # A signal landing in one of asyncio's own callbacks used to be logged and ignored.
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
+        try:
+            await asyncio.sleep(10)
+        finally:
+            cleaned_up.append(True)
+        return "finished"
+
+    original = signal.signal(signal.SIGINT, previous_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(_interruptible(work()))
+        assert cleaned_up == [True]
+        assert signal.getsignal(signal.SIGINT) is previous_handler
+        assert calls == [], "the signal went to the loop, not to the handler in force before"
+    finally:
+        signal.signal(signal.SIGINT, original)
+
+
+def test_work_that_is_not_interrupted_returns_its_result() -> None:
+    async def work() -> str:
+        await asyncio.sleep(0)
+        return "finished"
+
+    assert asyncio.run(_interruptible(work())) == "finished"
+
+
+def test_a_cancellation_that_is_not_ctrl_c_stays_a_cancellation() -> None:
+    async def work() -> None:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(_interruptible(work()))
