@@ -40,6 +40,7 @@ def rescoring_command(args: argparse.Namespace) -> None:
         ui_command(Path(args.project), args.port)
         return
     from reverify_assets.cli import rescoring_runs
+    from reverify_assets.defs.comparison_defs import build_comparison
     from reverify_assets.defs.rescoring_defs import build_rescoring
     from reverify_assets.rescoring.spec import find_rescoring
 
@@ -47,7 +48,8 @@ def rescoring_command(args: argparse.Namespace) -> None:
     unknown = sorted(set(args.variant or []) - set(spec.variants))
     if unknown:
         raise UsageError(f"rescoring {spec.name!r} has no variant {unknown} (its variants: {sorted(spec.variants)})")
-    variants = [build_rescoring(spec, v) for v in spec.variant_names if not args.variant or v in args.variant]
+    every_variant = [build_rescoring(spec, v) for v in spec.variant_names]
+    variants = [r for r in every_variant if not args.variant or r.variant in args.variant]
     if args.command == "shards":
         rescoring_runs.register_shards(variants[0])
     elif args.command == "status":
@@ -61,7 +63,13 @@ def rescoring_command(args: argparse.Namespace) -> None:
         ]
         if args.parallel < 1:
             raise UsageError(f"--parallel must be at least 1, got {args.parallel}")
-        rescoring_runs.backfill(variants, states, aggregate=not args.no_aggregate, parallel=args.parallel)
+        rescoring_runs.backfill(
+            variants,
+            states,
+            aggregate=not args.no_aggregate,
+            parallel=args.parallel,
+            comparison=build_comparison(every_variant),
+        )
 
 
 def ui_command(project: Path, port: int) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 
+from reverify_assets.defs.comparison_defs import ComparisonDefs
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
 from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
@@ -54,9 +55,16 @@ def print_status(rescoring: RescoringDefs) -> None:
 
 
 def backfill(
-    variants: Sequence[RescoringDefs], states: Sequence[ShardState], *, aggregate: bool, parallel: int = 1
+    variants: Sequence[RescoringDefs],
+    states: Sequence[ShardState],
+    *,
+    aggregate: bool,
+    parallel: int = 1,
+    comparison: ComparisonDefs | None = None,
 ) -> None:
-    """Per variant: one run per shard (``parallel`` at a time, each in its own process), then the aggregate."""
+    """Per variant: one run per shard (``parallel`` at a time, each in its own process), then the aggregate;
+    after every variant's aggregate, the ``comparison`` of the rescoring's variants (of all of them, even when
+    ``variants`` is a few: the others' merged outputs are compared as they are)."""
     register_shards(variants[0])
     for rescoring in variants:
         with _instance() as instance:
@@ -87,6 +95,23 @@ def backfill(
             print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
         if failed:
             print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")
+    if aggregate and comparison is not None:
+        print(f"{comparison.label}: {compare_variants(comparison)}")
+
+
+def compare_variants(comparison: ComparisonDefs) -> str:
+    """Materializes the comparison asset; a line saying what it found."""
+    with _instance() as instance:
+        result = dg.materialize(
+            comparison.assets,
+            instance=instance,
+            selection=[comparison.key],
+            run_config=QUIET_RUN_CONFIG,
+            raise_on_error=False,
+        )
+    if not result.success:
+        return f"not computed ({_errors(result) or 'see the run in the UI'})"
+    return _describe_comparison(_metadata(result, comparison.key))
 
 
 def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
@@ -135,19 +160,25 @@ def _metadata(result: dg.ExecuteInProcessResult, key: dg.AssetKey) -> dict[str, 
     return {}
 
 
+def _errors(result: dg.ExecuteInProcessResult) -> str:
+    return "; ".join(
+        _plain(e.event_specific_data.error.message)
+        for e in result.all_events
+        if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
+    )
+
+
 def _describe(result: dg.ExecuteInProcessResult, rescoring: RescoringDefs) -> str:
     if not result.success:
-        errors = [
-            _plain(e.event_specific_data.error.message)
-            for e in result.all_events
-            if e.is_step_failure and e.event_specific_data and e.event_specific_data.error
-        ]
-        return f"FAILED ({'; '.join(errors) or 'see the run in the UI'})"
+        return f"FAILED ({_errors(result) or 'see the run in the UI'})"
     meta = _metadata(result, rescoring.reverified_key)
-    mean, before = meta.get("mean reward"), meta.get("original mean reward")
+    mean, before, delta = meta.get("mean reward"), meta.get("original mean reward"), meta.get("mean reward change")
     change = f", mean reward {mean:.4f}" if mean is not None else ""
-    if mean is not None and before is not None:
-        change += f" (stored {before:.4f}, {mean - before:+.4f})"
+    if mean is not None and before is not None and delta is not None:
+        change += f" (stored {before:.4f}, {delta:+.4f}"
+        if (worse := meta.get("pass→fail vs original")) is not None:
+            change += f"; {worse} pass→fail, {meta.get('fail→pass vs original')} fail→pass"
+        change += ")"
     return f"{meta.get('rows')} rows, {meta.get('failures')} failures{change}"
 
 
@@ -165,3 +196,21 @@ def _describe_aggregate(result: dg.ExecuteInProcessResult, rescoring: RescoringD
     if (cover := meta.get("metrics cover")) is not None:
         described += f"; metrics cover {cover}"
     return described
+
+
+def _describe_comparison(meta: dict[str, Any]) -> str:
+    """One clause per compared variant: its flips and mean change against the baseline."""
+    titles = [name.removesuffix(": compared rows") for name in meta if name.endswith(": compared rows")]
+    clauses = []
+    for title in titles:
+        clause = f"{title}: {meta[f'{title}: compared rows']} rows"
+        if (rate := meta.get(f"{title}: flip rate")) is not None:
+            clause += (
+                f", {meta[f'{title}: pass→fail']} pass→fail, {meta[f'{title}: fail→pass']} fail→pass"
+                f" (flip rate {rate:.1%}, McNemar p {meta[f'{title}: McNemar p']:.3g})"
+            )
+        if (delta := meta.get(f"{title}: mean Δ")) is not None:
+            clause += f", mean Δ {delta:+.4f}"
+        clauses.append(clause)
+    folder = Path(str(meta[f"{titles[0]}: report"])).parent if titles else None
+    return "; ".join(clauses) + (f" -> {folder}" if folder else "")

@@ -42,6 +42,12 @@ def task_totals(deltas: np.ndarray, tasks: np.ndarray) -> tuple[np.ndarray, np.n
     return np.bincount(of_row, weights=deltas), np.bincount(of_row).astype(np.float64)
 
 
+def task_mean_deltas(deltas: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    """Each distinct task's mean change over its rows, in task order: the units the interval resamples."""
+    sums, counts = task_totals(deltas, tasks)
+    return sums / counts
+
+
 def resampled_means(deltas: np.ndarray, tasks: np.ndarray, settings: BootstrapSettings) -> np.ndarray:
     """The mean change of each resample (``settings.resamples`` of them)."""
     if deltas.size == 0:

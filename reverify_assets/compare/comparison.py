@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from reverify_assets.compare.bootstrap import BootstrapSettings
+from reverify_assets.compare.bootstrap import BootstrapSettings, task_mean_deltas
 from reverify_assets.compare.breakdown import AGENT_FIELD, FieldGrouping
 from reverify_assets.compare.coverage import count_coverage, read_failures
 from reverify_assets.compare.figures import paired_figures
@@ -32,9 +34,20 @@ class CompareRequest(BaseModel):
     flips: Path | None = None
 
 
+@dataclass(frozen=True)
+class Comparison:
+    report: CompareReport
+    task_deltas: np.ndarray  # each compared task's mean reward change (candidate − baseline), in task order
+
+
 def run_comparison(request: CompareRequest) -> CompareReport:
     """Bad input (either side or a sidecar) and a side of mixed verifier configs fail before any row is
     compared or any file written."""
+    return compare_scorings(request).report
+
+
+def compare_scorings(request: CompareRequest) -> Comparison:
+    """:func:`run_comparison`, with the per-task changes the report summarises (for a plot of their spread)."""
     baseline, candidate = index_side(request.baseline), index_side(request.candidate)
     warnings = config_warnings(
         {"baseline": (baseline.path, baseline.configs), "candidate": (candidate.path, candidate.configs)},
@@ -53,7 +66,7 @@ def run_comparison(request: CompareRequest) -> CompareReport:
             tally.add(pair)
         key_metrics = compare_key_metrics(*metrics, agents_in_order=groupings[0].labels())
     rewards_before, rewards_after, tasks = tally.columns.arrays()
-    return CompareReport(
+    report = CompareReport(
         baseline=SideSummary(path=str(baseline.path), configs=dict(baseline.configs.most_common())),
         candidate=SideSummary(path=str(candidate.path), configs=dict(candidate.configs.most_common())),
         warnings=warnings,
@@ -65,3 +78,4 @@ def run_comparison(request: CompareRequest) -> CompareReport:
         ],
         flips=None if flips is None else FlipsSummary(path=str(flips.path), rows=flips.rows),
     )
+    return Comparison(report, task_mean_deltas(rewards_after - rewards_before, tasks))

@@ -31,6 +31,23 @@ def render_markdown(report: CompareReport) -> str:
     return "\n".join(lines)
 
 
+def render_headline(report: CompareReport, title: str) -> str:
+    """The coverage counts, the 2×2 table and the headline figures, under ``title``: what a dashboard shows of
+    a comparison (:func:`render_markdown` is the whole report)."""
+    coverage, figures = report.coverage, report.overall
+    baseline, candidate = coverage.baseline, coverage.candidate
+    lines = [f"## {title}", "", *_sides(report)]
+    lines += [
+        f"Coverage: {coverage.in_both} keys in both, {coverage.compared} compared, {coverage.masked} masked; "
+        f"only in baseline {baseline.only_here}, only in candidate {candidate.only_here}; failed and not in the "
+        f"output: baseline {baseline.failed_not_in_output}, candidate {candidate.failed_not_in_output}.",
+        "",
+        f"Rewards of the {figures.rows} compared rows ({figures.tasks} tasks):",
+        "",
+    ]
+    return "\n".join([*lines, *_overall_body(figures)])
+
+
 def _sides(report: CompareReport) -> list[str]:
     def side(role: str, summary: SideSummary, coverage: SideCoverage) -> str:
         configs = ", ".join(
@@ -76,7 +93,11 @@ def _coverage(coverage: Coverage) -> list[str]:
 
 
 def _overall(figures: PairedFigures) -> list[str]:
-    lines = [f"## Rewards of the {figures.rows} compared rows ({figures.tasks} tasks)", ""]
+    return [f"## Rewards of the {figures.rows} compared rows ({figures.tasks} tasks)", "", *_overall_body(figures)]
+
+
+def _overall_body(figures: PairedFigures) -> list[str]:
+    lines: list[str] = []
     if figures.binary is None:
         lines += [f"2×2 table, McNemar's test and Cohen's κ: omitted: {figures.binary_omitted}.", ""]
     else:

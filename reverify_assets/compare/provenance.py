@@ -20,6 +20,10 @@ ORIGINAL = "original"
 class MixedConfigsError(ReverifyError):
     """A side mixes rows of several verifier configs and ``--allow-mixed-configs`` was not given."""
 
+    def __init__(self, message: str, *, role: str, path: Path, configs: Counter[str]) -> None:
+        super().__init__(message)
+        self.role, self.path, self.configs = role, path, configs
+
 
 def config_label(row: dict[str, Any]) -> str:
     stamp = row.get(PROVENANCE_FIELD)
@@ -39,7 +43,9 @@ def config_warnings(sides: dict[str, tuple[Path, Counter[str]]], *, allow_mixed:
             continue
         message = f"{path} ({role}) mixes rows of {len(configs)} verifier configs: {describe_configs(configs)}"
         if not allow_mixed:
-            raise MixedConfigsError(f"{message}; pass --allow-mixed-configs to compare it anyway")
+            raise MixedConfigsError(
+                f"{message}; pass --allow-mixed-configs to compare it anyway", role=role, path=path, configs=configs
+            )
         warnings.append(f"{message}; compared anyway (--allow-mixed-configs)")
     (_, baseline), (_, candidate) = sides.values()
     if len(baseline) == len(candidate) == 1 and baseline.keys() == candidate.keys() != {ORIGINAL}:

@@ -40,6 +40,7 @@ from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FI
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
+from reverify_assets.pipeline.output_flips import tally_output_flips
 from reverify_assets.pipeline.output_summary import summarize_output
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
@@ -139,16 +140,19 @@ def verify_payloads(
 
 
 def _verify(
-    rescoring: RescoringResource, payloads: PlanHandle, names: tuple[str, str]
+    rescoring: RescoringResource, payloads: PlanHandle, names: tuple[str, str], *, against_stored: bool
 ) -> Iterator[dg.Output[OutputHandle]]:
+    """``against_stored``: count the output's flips against the rewards its rollouts stored."""
     step = rescoring.verify_step(responses=payloads.rollouts)
-    result = run_verification(
-        pl.read_parquet(payloads.plan), rescoring.verifier_setup(), step, on_progress=_log_progress
-    )
+    plan = pl.read_parquet(payloads.plan)
+    result = run_verification(plan, rescoring.verifier_setup(), step, on_progress=_log_progress)
     stats, files, config_hash = result.stats, result.files, payloads.config_hash
     rows_name, failures_name = names
     # A run that added to an earlier output reports the whole file, not only what it wrote.
     whole = summarize_output(files.output) if result.skipped or not step.policy.is_fresh else None
+    flips = None
+    if against_stored:  # counted in the verify loop; read again only when earlier runs wrote rows too
+        flips = tally_output_flips(files.output, plan, step.responses) if result.skipped else stats.stored_flips
     yield dg.Output(
         OutputHandle(
             path=str(files.output),
@@ -157,7 +161,7 @@ def _verify(
             written_this_run=stats.to_output,
         ),
         output_name=rows_name,
-        metadata=verification_metadata(files.output, result, config_hash, whole),
+        metadata=verification_metadata(files.output, result, config_hash, whole, flips),
         data_version=content_version(files.output),
     )
     yield dg.Output(
@@ -179,7 +183,7 @@ def reverify(
     context: dg.AssetExecutionContext, rescoring: RescoringResource, verify_payloads: PlanHandle
 ) -> Iterator[dg.Output[OutputHandle]]:
     """Every row's /verify call, asyncio inside this one step; the servers live exactly as long as it."""
-    yield from _verify(rescoring, verify_payloads, names=("reverified_rows", "reverify_failures"))
+    yield from _verify(rescoring, verify_payloads, names=("reverified_rows", "reverify_failures"), against_stored=True)
 
 
 def _aggregate(
@@ -260,8 +264,11 @@ def recovery_payloads(
 def recover(
     context: dg.AssetExecutionContext, rescoring: RescoringResource, recovery_payloads: PlanHandle
 ) -> Iterator[dg.Output[OutputHandle]]:
-    """No reverify-mode guard: these rows were judged by this verifier once already, and failed."""
-    yield from _verify(rescoring, recovery_payloads, names=("recovered_rows", "recovery_failures"))
+    """No reverify-mode guard: these rows were judged by this verifier once already, and failed. No flips against
+    stored rewards: what these rows stored is a judge failure, not a verdict."""
+    yield from _verify(
+        rescoring, recovery_payloads, names=("recovered_rows", "recovery_failures"), against_stored=False
+    )
 
 
 @dg.asset(

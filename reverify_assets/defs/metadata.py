@@ -7,6 +7,7 @@ from typing import Any
 
 import dagster as dg
 
+from reverify_assets.compare.stored_flips import StoredRewardFlips
 from reverify_assets.metrics.coverage import (
     COVERAGE_FIELD,
     PROVENANCE_BLOCK_FIELD,
@@ -20,8 +21,13 @@ from reverify_assets.pipeline.verify_loop import VerifyStats
 
 
 def verification_metadata(
-    output: Path, result: VerificationResult, config_hash: str, whole: OutputSummary | None
+    output: Path,
+    result: VerificationResult,
+    config_hash: str,
+    whole: OutputSummary | None,
+    flips: StoredRewardFlips | None = None,
 ) -> dict[str, Any]:
+    """``flips``: the output against the rewards its rollouts stored (None: not counted, as for a recovery)."""
     stats = result.stats
     metadata: dict[str, Any] = {
         "file": dg.MetadataValue.path(str(output)),
@@ -41,9 +47,55 @@ def verification_metadata(
         metadata["mean reward"] = dg.MetadataValue.float(mean)
     if whole is not None:
         metadata["rows by verifier config"] = dg.MetadataValue.json(dict(whole.rows_by_config))
+    if flips is not None:
+        metadata.update(stored_flips_metadata(flips))
     if result.unsafe:
         metadata["unsafe"] = dg.MetadataValue.bool(True)
     return metadata
+
+
+def stored_flips_metadata(flips: StoredRewardFlips) -> dict[str, Any]:
+    """The 2×2 table against the rewards stored in the original rollouts, and its figures as numbers (which the
+    UI plots across materializations)."""
+    metadata: dict[str, Any] = {
+        "flips vs original": dg.MetadataValue.md(stored_flips_markdown(flips)),
+        "rows compared with original": flips.compared,
+    }
+    if flips.mean_stored is not None and flips.mean_delta is not None:
+        metadata["original mean reward"] = dg.MetadataValue.float(flips.mean_stored)
+        metadata["mean reward change"] = dg.MetadataValue.float(flips.mean_delta)
+    if flips.flip_rate is not None:
+        metadata["pass→fail vs original"] = flips.pass_to_fail
+        metadata["fail→pass vs original"] = flips.fail_to_pass
+        metadata["flip rate vs original"] = dg.MetadataValue.float(flips.flip_rate)
+    return metadata
+
+
+def stored_flips_markdown(flips: StoredRewardFlips) -> str:
+    lines = [f"Against the rewards stored in the original rollouts, over {flips.compared:,} rows:", ""]
+    if flips.flip_rate is not None:
+        stored_pass, stored_fail = flips.both_pass + flips.pass_to_fail, flips.fail_to_pass + flips.both_fail
+        lines += [
+            "| original | now pass | now fail | total |",
+            "| --- | ---: | ---: | ---: |",
+            f"| pass | {flips.both_pass:,} | {flips.pass_to_fail:,} | {stored_pass:,} |",
+            f"| fail | {flips.fail_to_pass:,} | {flips.both_fail:,} | {stored_fail:,} |",
+            "",
+            f"- flip rate {flips.flip_rate * 100:.1f} % ({flips.flips:,} rows): {flips.pass_to_fail:,} pass→fail, "
+            f"{flips.fail_to_pass:,} fail→pass (net {flips.fail_to_pass - flips.pass_to_fail:+,})",
+        ]
+    elif flips.non_binary:
+        lines.append(
+            f"- no 2×2 table: {flips.non_binary:,} of the {flips.compared:,} rows have a reward other than 0 or 1 "
+            "on one side; the mean change only"
+        )
+    if flips.mean_stored is not None and flips.mean_new is not None and flips.mean_delta is not None:
+        lines.append(f"- mean reward {flips.mean_stored:.4f} → {flips.mean_new:.4f} (Δ {flips.mean_delta:+.4f})")
+    if flips.unpaired:
+        lines.append(f"- {flips.unpaired:,} rows left out: the original rollout stored no numeric reward")
+    if flips.masked:
+        lines.append(f"- {flips.masked:,} masked rows (`mask_sample`) left out")
+    return "\n".join(lines)
 
 
 def sidecar_metadata(sidecar: Path, stats: VerifyStats, config_hash: str) -> dict[str, Any]:

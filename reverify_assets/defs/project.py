@@ -8,6 +8,7 @@ import dagster as dg
 
 from reverify_assets.defs.assets import ALL_ASSETS
 from reverify_assets.defs.automation import new_rollouts_sensor, rescore_schedule, shard_failure_sensor
+from reverify_assets.defs.comparison_defs import build_comparison
 from reverify_assets.defs.materialization import RECOVERY_FLOW, RESCORING_FLOW
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
 from reverify_assets.defs.resources import RescoringResource
@@ -25,8 +26,9 @@ def build_definitions(root: Path) -> dg.Definitions:
     per_file = build_rescorings(root)
     rescorings = [variant for variants in per_file for variant in variants]
     schedules = [s for r in rescorings if (s := rescore_schedule(r)) is not None]
+    comparisons = [c for variants in per_file if (c := build_comparison(variants)) is not None]
     return dg.Definitions(
-        assets=[*ALL_ASSETS, *(asset for r in rescorings for asset in r.assets)],
+        assets=[*ALL_ASSETS, *(asset for r in rescorings for asset in r.assets), *(c.asset for c in comparisons)],
         jobs=[
             # What `reverify run` and `reverify run --judge-failed-only` materialize, launchable from the UI
             # (materializing every asset at once would run both flows on one output).
@@ -35,6 +37,7 @@ def build_definitions(root: Path) -> dg.Definitions:
                 "reverify_judge_recovery", selection=[*RECOVERY_FLOW.selection, RECOVERY_FLOW.metrics_asset]
             ),
             *(job for r in rescorings for job in (r.shard_job, r.aggregate_job)),
+            *(c.job for c in comparisons),
         ],
         schedules=schedules,
         sensors=[*(new_rollouts_sensor(variants) for variants in per_file), shard_failure_sensor(rescorings)],

@@ -20,7 +20,12 @@ import polars as pl
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.handles import OutputHandle, PlanHandle, content_version
-from reverify_assets.defs.metadata import aggregate_metadata, key_metrics_table, sidecar_metadata
+from reverify_assets.defs.metadata import (
+    aggregate_metadata,
+    key_metrics_table,
+    sidecar_metadata,
+    stored_flips_metadata,
+)
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_atomic
 from reverify_assets.lib.file_names import sidecar_path
@@ -30,9 +35,9 @@ from reverify_assets.lib.resume_cache import max_attempts_from
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_files import OutputPolicy
+from reverify_assets.pipeline.output_flips import tally_output_flips
 from reverify_assets.pipeline.output_summary import summarize_output
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
-from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.shard_merge import index_shards, write_merged
 from reverify_assets.pipeline.verification import VerifyStep, run_verification
 from reverify_assets.rescoring.index_cache import IndexCache
@@ -217,7 +222,9 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         whole = summarize_output(output)
         failures = unresolved_failures(output)
         rate = failures / max(1, whole.rows + failures)
-        original = _mean([r for r in _original_rewards(payloads, plan) if r is not None])
+        # Against the rewards the rollouts stored: counted in the verify loop, read again only when an earlier
+        # attempt wrote rows of this shard too.
+        flips = tally_output_flips(output, plan, step.responses) if result.skipped else result.stats.stored_flips
         metadata: dict[str, Any] = {
             "file": dg.MetadataValue.path(str(output)),
             "rows": whole.rows,
@@ -228,10 +235,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         }
         if whole.mean_reward is not None:
             metadata["mean reward"] = dg.MetadataValue.float(whole.mean_reward)
-        if original is not None:
-            metadata["original mean reward"] = dg.MetadataValue.float(original)
-            if whole.mean_reward is not None:
-                metadata["mean reward change"] = dg.MetadataValue.float(whole.mean_reward - original)
+        metadata.update(stored_flips_metadata(flips))
         yield dg.Output(
             OutputHandle(path=str(output), rows=whole.rows, config_hash=setup.config_hash),
             output_name="reverified",
@@ -401,15 +405,6 @@ def _failures_by_class(sidecar: Path) -> dict[str, int]:
             name = str(entry.row.get("_ng_failure_class"))
             counts[name] = counts.get(name, 0) + 1
     return counts
-
-
-def _original_rewards(payloads: PlanHandle, plan: pl.DataFrame) -> Iterator[float | None]:
-    with PairReader(Path(payloads.inputs), Path(payloads.rollouts)) as pairs:
-        yield from pairs.rewards(plan.select("rollout_offset", "rollout_line").iter_rows())
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def _first_keys(keys: pl.DataFrame, limit: int = 5) -> str:

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from reverify_assets.compare.stored_flips import is_masked, numeric_reward
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import read_row_at
 from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
 from reverify_assets.lib.payload import build_verify_payload
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPair:
+    payload: dict[str, Any]  # the /verify request
+    stored_reward: float | None  # the reward the original run stored on the rollout row (None: no number)
+    stored_masked: bool  # the rollout row is masked (``mask_sample``)
 
 
 class PairReader:
@@ -19,8 +27,9 @@ class PairReader:
         self._inputs = open(inputs, "rb")
         self._rollouts = open(rollouts, "rb")
 
-    def payload(self, key: RolloutKey, input_at: tuple[int, int], rollout_at: tuple[int, int]) -> dict[str, Any]:
-        """``*_at`` are (byte offset, line number) pairs from the join plan."""
+    def read(self, key: RolloutKey, input_at: tuple[int, int], rollout_at: tuple[int, int]) -> ReadPair:
+        """``*_at`` are (byte offset, line number) pairs from the join plan. The rollout row is parsed here
+        anyway, so its stored reward comes with the payload for nothing."""
         input_row = read_row_at(self._inputs, input_at[0], self.inputs_path, input_at[1])
         rollout_row = read_row_at(self._rollouts, rollout_at[0], self.rollouts_path, rollout_at[1])
         for path, line, row in (
@@ -33,13 +42,8 @@ class PairReader:
                     f"{path}:{line}: expected the row of {describe_key(key)}: the file changed "
                     "after it was indexed; run again"
                 )
-        return build_verify_payload(input_row, rollout_row, key)
-
-    def rewards(self, plan_offsets: Iterable[tuple[int, int]]) -> Iterator[float | None]:
-        """The ``reward`` the original run stored on each rollout row, by (offset, line)."""
-        for offset, line in plan_offsets:
-            reward = read_row_at(self._rollouts, offset, self.rollouts_path, line).get("reward")
-            yield float(reward) if isinstance(reward, int | float) else None
+        payload = build_verify_payload(input_row, rollout_row, key)
+        return ReadPair(payload, numeric_reward(rollout_row), is_masked(rollout_row))
 
     def close(self) -> None:
         self._inputs.close()

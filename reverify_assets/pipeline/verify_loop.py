@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from reverify_assets.compare.stored_flips import StoredRewardFlips, is_masked, numeric_reward
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.jsonl import LineAppender
 from reverify_assets.lib.keys import RolloutKey
@@ -42,6 +43,8 @@ class VerifyStats:
     not_persisted: int = 0
     failures_by_class: Counter[str] = field(default_factory=Counter)
     reward_sum: float = 0.0
+    # Each row written to the output against the reward its rollout stored: counted here, where both are at hand.
+    stored_flips: StoredRewardFlips = field(default_factory=StoredRewardFlips)
     started_at: float = field(default_factory=time.monotonic)
     # Rows usually settle in the order they left; when they all did, the output needs no sorting pass.
     output_in_key_order: bool = True
@@ -63,13 +66,18 @@ class _Settled:
     destination: Destination
     line: bytes
     failure_class: str | None
-    reward: float
+    reward: float | None
+    masked: bool
+    stored_reward: float | None
+    stored_masked: bool
 
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
     key: RolloutKey
     payload: dict[str, Any]
+    stored_reward: float | None  # what the original run stored on the rollout row
+    stored_masked: bool
 
 
 def _settle(planned: _Planned, outcome: VerifyOutcome, stamp: dict[str, str]) -> _Settled:
@@ -79,13 +87,15 @@ def _settle(planned: _Planned, outcome: VerifyOutcome, stamp: dict[str, str]) ->
     else:
         row = stamp_result(outcome.result, payload, key, stamp)
     destination = destination_of(row)
-    reward = row.get("reward")
     return _Settled(
         key,
         destination,
         orjson.dumps(row) + b"\n",
         row.get(FAILURE_CLASS_FIELD) if destination is Destination.SIDECAR else None,
-        float(reward) if isinstance(reward, int | float) else 0.0,
+        numeric_reward(row),
+        is_masked(row),
+        planned.stored_reward,
+        planned.stored_masked,
     )
 
 
@@ -149,7 +159,7 @@ async def verify_plan(
         try:
             for row in plan.iter_rows(named=True):
                 key = (row["task"], row["rollout"])
-                payload = pairs.payload(
+                pair = pairs.read(
                     key, (row["input_offset"], row["input_line"]), (row["rollout_offset"], row["rollout_line"])
                 )
                 server = row["server"]
@@ -159,7 +169,7 @@ async def verify_plan(
                             send(waiting_server, batch)
                             filling[waiting_server] = []
                 await room.acquire()
-                filling[server].append(_Planned(key, payload))
+                filling[server].append(_Planned(key, pair.payload, pair.stored_reward, pair.stored_masked))
                 if len(filling[server]) >= sizes[server]:
                     send(server, filling[server])
                     filling[server] = []
@@ -229,7 +239,8 @@ def _count(stats: VerifyStats, settled: _Settled) -> None:
             stats.output_in_key_order = False
         stats.last_output_key = settled.key
         stats.to_output += 1
-        stats.reward_sum += settled.reward
+        stats.reward_sum += settled.reward or 0.0
+        stats.stored_flips.add(settled.stored_reward, settled.reward, masked=settled.masked or settled.stored_masked)
     elif settled.destination is Destination.SIDECAR:
         stats.to_sidecar += 1
         stats.failures_by_class[settled.failure_class or "unknown"] += 1

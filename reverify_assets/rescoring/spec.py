@@ -35,6 +35,9 @@ from reverify_assets.errors import ReverifyError
 RESCORINGS_DIR = Path("configs") / "rescorings"
 # No "__": it joins a rescoring's name to a variant's in group, op and job names.
 NAME_PATTERN = re.compile(r"^[A-Za-z](?:_?[A-Za-z0-9])*$")
+# Folders of <output_dir> beside the variants' own: the variants' comparison and the shared key indexes.
+COMPARISON_DIR = "comparison"
+RESERVED_VARIANTS = frozenset({COMPARISON_DIR, "index_cache"})
 
 
 class _Strict(BaseModel):
@@ -96,6 +99,8 @@ class RescoringSpec(_Strict):
         for variant in self.variants:
             if not NAME_PATTERN.match(variant):
                 raise ValueError(f"variant name {variant!r} must be letters, digits and single underscores")
+            if variant in RESERVED_VARIANTS:
+                raise ValueError(f"variant name {variant!r} is reserved (it names the {variant} folder and group)")
         return self
 
     def path(self, relative: str) -> Path:

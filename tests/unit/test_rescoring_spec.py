@@ -39,6 +39,14 @@ def test_names_that_would_collide_or_not_name_assets_are_refused(tmp_path: Path,
         load_rescorings(root)
 
 
+@pytest.mark.parametrize("variant", ["comparison", "index_cache"])
+def test_variant_names_that_are_folders_of_the_output_dir_are_refused(tmp_path: Path, variant: str) -> None:
+    extra = f"sources: {{inputs: i.jsonl, rollouts: r.jsonl}}\nvariants: {{a: {{}}, {variant}: {{}}}}\n"
+    root = project(tmp_path, {"r": rescoring("out", extra)})
+    with pytest.raises(ReverifyError, match=rf"variant name '{variant}' is reserved"):
+        load_rescorings(root)
+
+
 def test_watched_folders_that_map_to_one_source_id_are_an_error(tmp_path: Path) -> None:
     root = project(tmp_path, {"w": rescoring("out", "watch: {folder: incoming, settle_s: 0}\n")})
     for folder in ("run.1", "run-1"):

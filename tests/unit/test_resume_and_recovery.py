@@ -181,6 +181,6 @@ def test_reading_back_a_row_that_moved_is_an_error(tmp_path: Path) -> None:
     rollouts = jsonl(tmp_path / "r.jsonl", [key(0, response={}), key(1, response={})])
     offsets = scan_keys(rollouts).frame["offset"].to_list()
     with PairReader(inputs, rollouts) as pairs:
-        assert pairs.payload((1, 0), (scan_keys(inputs).frame["offset"][1], 2), (offsets[1], 2))["response"] == {}
+        assert pairs.read((1, 0), (scan_keys(inputs).frame["offset"][1], 2), (offsets[1], 2)).payload["response"] == {}
         with pytest.raises(ReverifyError, match=r"r.jsonl:1: expected the row of \(task 1, rollout 0\)"):
-            pairs.payload((1, 0), (scan_keys(inputs).frame["offset"][1], 2), (offsets[0], 1))
+            pairs.read((1, 0), (scan_keys(inputs).frame["offset"][1], 2), (offsets[0], 1))

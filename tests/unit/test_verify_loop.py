@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from reverify_assets.lib.file_names import RunFiles
+from reverify_assets.pipeline.row_source import ReadPair
 from reverify_assets.pipeline.verify_loop import verify_plan
 from reverify_assets.verifier.client import VerifyOutcome
 
@@ -26,13 +27,15 @@ class Client:
 
 
 class Pairs:
-    def __init__(self, unreadable: int | None = None) -> None:
+    def __init__(self, unreadable: int | None = None, stored: dict[int, float | None] | None = None) -> None:
         self.unreadable = unreadable
+        self.stored = stored or {}
 
-    def payload(self, key: tuple[int, int], *_: Any) -> dict[str, Any]:
+    def read(self, key: tuple[int, int], *_: Any) -> ReadPair:
         if key[0] == self.unreadable:
             raise RuntimeError(f"row {key[0]} unreadable")
-        return {"_ng_task_index": key[0], "_ng_rollout_index": key[1], "response": {}}
+        payload = {"_ng_task_index": key[0], "_ng_rollout_index": key[1], "response": {}}
+        return ReadPair(payload, self.stored.get(key[0], 0.0), stored_masked=False)
 
 
 def plan(rows: int) -> pl.DataFrame:
@@ -72,6 +75,29 @@ def test_rows_settled_before_an_error_are_kept(tmp_path: Path, concurrency: int)
     tasks = written_tasks(files)
     assert len(tasks) == len(set(tasks)) and set(tasks) <= set(range(50))
     assert len(tasks) >= 50 - 2 * concurrency, "only rows still in flight may be missing"
+
+
+class AlternatingClient(Client):
+    """Odd tasks pass, even tasks fail, task 7 is masked."""
+
+    async def verify(self, body: bytes) -> VerifyOutcome:
+        task = orjson.loads(body)["_ng_task_index"]
+        return VerifyOutcome({"reward": float(task % 2), **({"mask_sample": True} if task == 7 else {})})
+
+
+def test_every_written_row_is_tallied_against_the_reward_its_rollout_stored(tmp_path: Path) -> None:
+    # Tasks 0-9 stored a pass, 10-17 a fail, 18 nothing, 19 a partial reward.
+    stored: dict[int, float | None] = {task: 1.0 if task < 10 else 0.0 for task in range(18)} | {18: None, 19: 0.5}
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    stats = asyncio.run(
+        verify_plan(plan(20), Pairs(stored=stored), {"s": AlternatingClient()}, files, {"s": {}}, concurrency=4)
+    )
+    flips = stats.stored_flips
+    # Compared: 0-17 but masked 7; stored pass → odd tasks 1, 3, 5, 9 pass, 0, 2, 4, 6, 8 fail.
+    assert (flips.both_pass, flips.pass_to_fail, flips.fail_to_pass, flips.both_fail) == (4, 5, 4, 4)
+    assert (flips.masked, flips.unpaired, flips.non_binary, flips.compared) == (1, 1, 1, 18)
+    assert flips.flip_rate is None, "a partial reward leaves the 2×2 table out, as `reverify compare` does"
+    assert flips.mean_delta == pytest.approx((9 - 9.5) / 18)
 
 
 class BatchClient(Client):

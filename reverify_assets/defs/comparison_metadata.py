@@ -1,0 +1,62 @@
+"""What the comparison asset shows in the Dagster UI: per pair of variants, its headline markdown, its figures
+as numbers (plotted across materializations), its files, and the per-task change as an embedded PNG."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+
+from reverify_assets.compare.delta_plot import task_delta_histogram
+from reverify_assets.compare.markdown import render_headline
+from reverify_assets.rescoring.variant_comparison import PairComparison
+
+
+def pair_title(comparison: PairComparison) -> str:
+    return f"{comparison.pair.baseline} → {comparison.pair.candidate}"
+
+
+def comparison_metadata(comparisons: Sequence[PairComparison]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "baseline": comparisons[0].pair.baseline,
+        "comparison": dg.MetadataValue.md("\n\n".join(render_headline(c.report, pair_title(c)) for c in comparisons)),
+    }
+    for comparison in comparisons:
+        metadata.update(pair_metadata(comparison))
+    return metadata
+
+
+def pair_metadata(comparison: PairComparison) -> dict[str, Any]:
+    title, report, files = pair_title(comparison), comparison.report, comparison.files
+    figures = report.overall
+    values: dict[str, Any] = {"compared rows": figures.rows, "compared tasks": figures.tasks}
+    if figures.binary is not None:
+        binary = figures.binary
+        values |= {
+            "pass→fail": binary.table.pass_to_fail,
+            "fail→pass": binary.table.fail_to_pass,
+            "flip rate": dg.MetadataValue.float(binary.flip_rate),
+            "net change": binary.net_change,
+            "McNemar p": dg.MetadataValue.float(binary.mcnemar_p),
+        }
+        if binary.kappa.value is not None:
+            values["Cohen's κ"] = dg.MetadataValue.float(binary.kappa.value)
+    if figures.delta is not None:
+        delta = figures.delta
+        values |= {
+            "mean Δ": dg.MetadataValue.float(delta.mean_delta),
+            "mean Δ 95 % low": dg.MetadataValue.float(delta.interval.low),
+            "mean Δ 95 % high": dg.MetadataValue.float(delta.interval.high),
+        }
+    metadata = {f"{title}: {name}": value for name, value in values.items()}
+    png = task_delta_histogram(comparison.task_deltas, title=f"per-task mean reward change, {title}")
+    metadata[f"{title}: per-task Δ"] = dg.MetadataValue.md(
+        f"![per-task Δ](data:image/png;base64,{base64.b64encode(png).decode()})"
+    )
+    metadata[f"{title}: report"] = dg.MetadataValue.path(str(files.report))
+    metadata[f"{title}: markdown report"] = dg.MetadataValue.path(str(files.markdown))
+    if report.flips is not None:
+        metadata[f"{title}: flips"] = dg.MetadataValue.path(report.flips.path)
+    return metadata
