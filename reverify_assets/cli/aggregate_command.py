@@ -18,8 +18,9 @@ from reverify_assets.cli.summary import print_coverage
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.jsonl import iter_jsonl
+from reverify_assets.lib.result_routing import scoring_config
 from reverify_assets.lib.shard_globs import expand_input_glob
-from reverify_assets.metrics.coverage import config_of, describe_configs, mixed_configs_message
+from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
 from reverify_assets.pipeline.coverage_count import CoverageSources
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.preparation import load_verifier_setup
@@ -37,7 +38,7 @@ class ConfigCount:
         self.first_file: dict[str, str] = {}
 
     def __call__(self, position: int, row: dict[str, Any]) -> None:
-        config = config_of(row)
+        config = scoring_config(row)
         if config not in self.first_file:
             self.first_file[config] = str(self.shards[position])
         self.rows[config] += 1

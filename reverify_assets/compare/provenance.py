@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.result_routing import PROVENANCE_FIELD
+from reverify_assets.lib.result_routing import ORIGINAL_CONFIG
 
-ORIGINAL = "original"
+ORIGINAL = ORIGINAL_CONFIG
 
 
 class MixedConfigsError(ReverifyError):
@@ -23,12 +22,6 @@ class MixedConfigsError(ReverifyError):
     def __init__(self, message: str, *, role: str, path: Path, configs: Counter[str]) -> None:
         super().__init__(message)
         self.role, self.path, self.configs = role, path, configs
-
-
-def config_label(row: dict[str, Any]) -> str:
-    stamp = row.get(PROVENANCE_FIELD)
-    config = stamp.get("config_hash") if isinstance(stamp, dict) else None
-    return config if isinstance(config, str) else ORIGINAL
 
 
 def describe_configs(configs: Counter[str]) -> str:

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reverify_assets.compare.provenance import config_label
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_index import KeyIndex, scan_keys
 from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.lib.result_routing import scoring_config
 
 REWARD_FIELD = "reward"
 
@@ -34,7 +34,7 @@ def index_side(path: Path) -> IndexedSide:
 
     def check(entry: JsonlLine, _: RolloutKey) -> None:
         read_reward(entry.row, path, entry.line_no)
-        configs[config_label(entry.row)] += 1
+        configs[scoring_config(entry.row)] += 1
 
     return IndexedSide(path, scan_keys(path, check=check), configs)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
@@ -11,6 +12,8 @@ from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey
 FAILURE_CLASS_FIELD = "_ng_failure_class"
 # Our own field, outside NeMo Gym's `_ng_` namespace: which verifier config scored the row.
 PROVENANCE_FIELD = "reverify_provenance"
+# The config of a row without provenance: scored by NeMo Gym's collection run, or by an older tool.
+ORIGINAL_CONFIG = "original"
 NO_PERSIST_FIELD = "_ng_no_persist"
 # Copied from the verify payload onto the result only when the payload (the materialized input) has them.
 PAYLOAD_STAMPS = ("agent_ref", "_ng_environment_server", "task_source", "skills_ref", "_ng_atif_provenance")
@@ -32,6 +35,13 @@ def destination_of(result: dict[str, Any]) -> Destination:
 
 def provenance(config_hash: str, server: ServerBlock, reverify_mode: str) -> dict[str, str]:
     return {"config_hash": config_hash, "server": server.instance, "type": server.type, "reverify_mode": reverify_mode}
+
+
+def scoring_config(row: Mapping[str, Any]) -> str:
+    """The verifier config hash that scored a row, or ``ORIGINAL_CONFIG`` when the row does not say."""
+    stamp = row.get(PROVENANCE_FIELD)
+    config = stamp.get("config_hash") if isinstance(stamp, Mapping) else None
+    return config if isinstance(config, str) and config else ORIGINAL_CONFIG
 
 
 def stamp_result(

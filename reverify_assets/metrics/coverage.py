@@ -28,10 +28,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reverify_assets.lib.result_routing import PROVENANCE_FIELD
+from reverify_assets.lib.result_routing import ORIGINAL_CONFIG
 
 UNKNOWN = "unknown"
-ORIGINAL = "original"  # a row without reverify_provenance: scored by NeMo Gym's collection, or an older tool
+ORIGINAL = ORIGINAL_CONFIG
 COVERAGE_FIELD = "coverage"
 PROVENANCE_BLOCK_FIELD = "provenance"
 
@@ -151,13 +151,6 @@ def describe_bounds(coverage: Coverage) -> str | None:
         f"mean reward {mean:.4f} over the scored rows; {bounds[0]:.4f} to {bounds[1]:.4f} "
         f"with the {coverage.lost} lost {rows} counted as 0 or as 1"
     )
-
-
-def config_of(row: Mapping[str, Any]) -> str:
-    """The verifier config hash that scored a row, or ``"original"`` when the row does not say."""
-    stamp = row.get(PROVENANCE_FIELD)
-    config = stamp.get("config_hash") if isinstance(stamp, Mapping) else None
-    return config if isinstance(config, str) and config else ORIGINAL
 
 
 def provenance_block(rows_by_config: Mapping[str, int]) -> dict[str, Any]:

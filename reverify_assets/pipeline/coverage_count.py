@@ -23,9 +23,9 @@ import polars as pl
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import iter_jsonl, read_row_at
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
-from reverify_assets.lib.result_routing import FAILURE_CLASS_FIELD
+from reverify_assets.lib.result_routing import FAILURE_CLASS_FIELD, scoring_config
 from reverify_assets.lib.sorted_keys import first_row_of_each_key
-from reverify_assets.metrics.coverage import Coverage, config_of, reward_value
+from reverify_assets.metrics.coverage import Coverage, reward_value
 
 GroupKey = tuple[str, str | None]  # (agent, server instance): how the aggregate groups rows into entries
 # A row's group and run label, or None for a row without a run label (NeMo Gym leaves those out).
@@ -112,7 +112,7 @@ class CoverageTally:
         entry = self._group(group)
         entry.coverage.scored += 1
         entry.coverage.reward_sum += reward_value(row)
-        entry.rows_by_config[config_of(row)] += 1
+        entry.rows_by_config[scoring_config(row)] += 1
 
     def finish(self) -> dict[GroupKey, GroupCoverage]:
         if self._expected is not None:

@@ -12,10 +12,10 @@ import pytest
 
 from reverify_assets.config.topology import read_topology
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.result_routing import scoring_config as config_of
 from reverify_assets.metrics.coverage import (
     ORIGINAL,
     Coverage,
-    config_of,
     describe,
     describe_bounds,
     mixed_configs_message,
