@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, help="verify only the first N rows of --rollouts")
     run.add_argument("--concurrency", type=int, help="requests in flight at most (default 64)")
     run.add_argument("--max-attempts", type=int, help="on --resume, skip keys with this many sidecar rows (default 3)")
+    run.add_argument(
+        "--allow-mixed-configs",
+        action="store_true",
+        help="with --resume: continue an output whose rows another verifier config scored",
+    )
 
     aggregate = commands.add_parser("aggregate", help="merge shard outputs and compute their aggregate metrics")
     aggregate.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")

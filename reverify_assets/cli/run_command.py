@@ -36,6 +36,7 @@ RUN_FLAGS = (
     "disable_aggregation",
     "limit",
     "max_attempts",
+    "allow_mixed_configs",
 )
 TWO_SOURCES_WARNING = (
     "WARNING: --judge-failed-only merges two sources: the successes in {rollouts} keep the rewards the original "

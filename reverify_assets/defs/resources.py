@@ -30,6 +30,7 @@ class RescoringResource(dg.ConfigurableResource):
     limit: int | None = None
     concurrency: int = DEFAULT_CONCURRENCY
     max_attempts: int | None = Field(default=None, description="else $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3")
+    allow_mixed_configs: bool = Field(default=False, description="resume an output another verifier config began")
 
     @classmethod
     def for_run(cls, options: RunOptions) -> RescoringResource:
@@ -49,6 +50,7 @@ class RescoringResource(dg.ConfigurableResource):
             resume=self.resume,
             append=self.append,
             max_attempts=max_attempts_from(self.max_attempts),
+            allow_mixed_configs=self.allow_mixed_configs,
         )
         return VerifyStep(
             inputs=Path(self.inputs),

@@ -8,7 +8,8 @@ anything else is verified (again).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -17,6 +18,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.lib.keys import RolloutKey, row_key
+from reverify_assets.lib.result_routing import scoring_config
 
 TERMINAL_FIELD = "_ng_failure_terminal"
 DEFAULT_MAX_ATTEMPTS = 3
@@ -39,6 +41,7 @@ class CacheStatus:
     terminal: pl.DataFrame
     maxed_out: pl.DataFrame
     max_attempts: int
+    output_configs: Counter[str] = field(default_factory=Counter)  # the output's rows by scoring config
 
     @classmethod
     def empty(cls, max_attempts: int) -> CacheStatus:
@@ -54,7 +57,16 @@ class CacheStatus:
 
 
 def read_cache(output: Path, sidecar: Path, max_attempts: int) -> CacheStatus:
-    done = scan_keys(output).frame.select(KEY_COLUMNS) if output.exists() else CacheStatus.empty(0).done
+    configs: Counter[str] = Counter()
+
+    def count_config(entry: JsonlLine, _: RolloutKey) -> None:
+        configs[scoring_config(entry.row)] += 1
+
+    done = (
+        scan_keys(output, check=count_config).frame.select(KEY_COLUMNS)
+        if output.exists()
+        else CacheStatus.empty(0).done
+    )
     terminal: set[RolloutKey] = set()
     attempts: dict[RolloutKey, int] = {}
     if sidecar.exists():
@@ -64,7 +76,7 @@ def read_cache(output: Path, sidecar: Path, max_attempts: int) -> CacheStatus:
             if _is_terminal(entry):
                 terminal.add(key)
     maxed = [key for key, count in attempts.items() if count >= max_attempts]
-    return CacheStatus(done, _key_frame(terminal), _key_frame(maxed), max_attempts)
+    return CacheStatus(done, _key_frame(terminal), _key_frame(maxed), max_attempts, configs)
 
 
 def _is_terminal(entry: JsonlLine) -> bool:

@@ -27,6 +27,7 @@ class RunOptions(BaseModel):
     limit: int | None = None
     concurrency: int = DEFAULT_CONCURRENCY
     max_attempts: int | None = None
+    allow_mixed_configs: bool = False
 
     def check_flags(self) -> None:
         if self.append and not self.judge_failed_only:

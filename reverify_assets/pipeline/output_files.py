@@ -21,6 +21,7 @@ class OutputPolicy:
     append: bool = False  # recovery onto an existing output: keys already there are skipped
     max_attempts: int = 3
     announce_resume: bool = True  # shards always resume: saying so for each would be noise
+    allow_mixed_configs: bool = False  # resume an output whose rows another verifier config scored
 
     @property
     def is_fresh(self) -> bool:
@@ -71,6 +72,21 @@ def prepare_output(files: RunFiles, policy: OutputPolicy) -> CacheStatus | None:
     check_fresh_output(files, overwrite=policy.overwrite)
     start_fresh(files)
     return None
+
+
+def check_resumed_configs(files: RunFiles, cache: CacheStatus, config_hash: str, policy: OutputPolicy) -> None:
+    """A resumed output must not end up scored by two verifier configs without the user saying so."""
+    others = {config: rows for config, rows in cache.output_configs.items() if config != config_hash}
+    if not policy.resume or not others:
+        return
+    found = ", ".join(f"{config} ({rows} rows)" for config, rows in sorted(others.items(), key=lambda kv: -kv[1]))
+    message = f"{files.output} holds rows scored by other verifier configs than this run's {config_hash}: {found}"
+    if not policy.allow_mixed_configs:
+        raise ReverifyError(
+            f"{message}. Resuming would mix graders in one output: run with the config that began it, start "
+            "again with --overwrite, or pass --allow-mixed-configs (each row keeps its reverify_provenance)."
+        )
+    log.warning("WARNING: %s; continuing because --allow-mixed-configs was given.", message)
 
 
 def _repair(files: RunFiles) -> None:

@@ -21,7 +21,7 @@ from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.result_routing import provenance
 from reverify_assets.lib.resume_cache import resume_summary
 from reverify_assets.lib.sorted_output import sort_by_key
-from reverify_assets.pipeline.output_files import OutputPolicy, prepare_output
+from reverify_assets.pipeline.output_files import OutputPolicy, check_resumed_configs, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
 from reverify_assets.pipeline.row_source import PairReader
@@ -126,6 +126,8 @@ async def _verify(
         files = RunFiles.for_output(step.output, unsafe=unsafe)
         stack.enter_context(exclusive_output(files.output))
         cache = prepare_output(files, step.policy)
+        if cache is not None:
+            check_resumed_configs(files, cache, setup.config_hash, step.policy)
         pending = plan
         if cache is not None:
             if step.policy.resume and step.policy.announce_resume:

@@ -57,6 +57,35 @@ def test_resume_finishes_a_partial_run_and_aggregates_everything(tmp_path: Path)
     assert entry["agent_metrics"]["rows_seen"] == 10, "the aggregate covers cached rows too"
 
 
+def test_resume_with_another_grading_config_is_refused_unless_allowed(tmp_path: Path) -> None:
+    samples = MCQA_CONFIG.parent.parent / "samples" / "mcqa"
+    inputs, rollouts = samples / "rollouts_materialized_inputs.jsonl", samples / "rollouts.jsonl"
+    output, home = tmp_path / "o.jsonl", tmp_path / "h"
+    strict, lenient = (
+        f"++mcqa.resources_servers.mcqa.grading_mode={mode}" for mode in ("strict_single_letter_boxed", "lenient_boxed")
+    )
+    begun = run_with_config(MCQA_CONFIG, inputs, rollouts, output, "--limit", "40", strict, home=home)
+    assert begun.returncode == 0, begun.stderr
+    before = output.read_bytes()
+
+    refused = run_with_config(MCQA_CONFIG, inputs, rollouts, output, "--resume", lenient, home=home)
+    assert refused.returncode == 1
+    assert "holds rows scored by other verifier configs" in refused.stderr and "(40 rows)" in refused.stderr
+    assert "--allow-mixed-configs" in refused.stderr
+    assert output.read_bytes() == before, "a refused resume leaves the output as it was"
+
+    allowed = run_with_config(
+        MCQA_CONFIG, inputs, rollouts, output, "--resume", "--allow-mixed-configs", lenient, home=home
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert "continuing because --allow-mixed-configs was given" in allowed.stderr
+    rows = read_jsonl(output)
+    configs = {row["reverify_provenance"]["config_hash"] for row in rows}
+    assert len(rows) == 300 and len(configs) == 2
+    [entry] = orjson.loads(output.with_name("o_aggregate_metrics.json").read_bytes())
+    assert entry["provenance"]["mixed"] is True
+
+
 def test_resume_without_earlier_files_is_a_plain_run(tmp_path: Path) -> None:
     inputs, rollouts = fake_dataset(tmp_path, ["ok"])
     with FakeVerifier() as server:

@@ -10,12 +10,15 @@ import polars as pl
 import pytest
 
 from reverify_assets.config.topology import read_topology
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.judge_recovery import index_judge_failures, iter_seed_lines, successes_to_seed
 from reverify_assets.lib.key_index import scan_keys
 from reverify_assets.lib.output_tail import repair_unterminated_tail
 from reverify_assets.lib.resume_cache import max_attempts_from, read_cache, resume_summary
 from reverify_assets.pipeline.aggregation import LocalGroup, RemoteGroup, collect_groups
 from reverify_assets.pipeline.merge import seed_successes
+from reverify_assets.pipeline.output_files import OutputPolicy, check_resumed_configs
 
 
 def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -53,6 +56,37 @@ def test_nemo_gym_resume_example(tmp_path: Path) -> None:
         "  15 rows that still need to be run",
     ]
     assert read_cache(output, sidecar, max_attempts=4).pending(plan).height == 16  # the 3-attempt key is back
+
+
+def stamped(task: int, config: str | None) -> dict[str, Any]:
+    return key(task, reward=1.0, **({} if config is None else {"reverify_provenance": {"config_hash": config}}))
+
+
+@pytest.mark.parametrize(
+    ("configs", "resume", "allow", "outcome"),
+    [
+        (["a", "a"], True, False, "ok"),
+        ([], True, False, "ok"),  # nothing scored yet
+        (["a", "b", "b"], True, False, r"other verifier configs than this run's a: b \(2 rows\)"),
+        (["a", None], True, False, r"original \(1 rows\)"),  # rows scored before reverify
+        (["b"], True, True, "warned"),
+        (["b"], False, False, "ok"),  # --append (judge recovery) is not a resume: it warns elsewhere
+    ],
+)
+def test_a_resume_onto_rows_of_another_config_is_refused_unless_allowed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, configs: list[str | None], resume: bool, allow: bool, outcome: str
+) -> None:
+    output = jsonl(tmp_path / "o.jsonl", [stamped(task, config) for task, config in enumerate(configs)])
+    sidecar = jsonl(tmp_path / "o_failures.jsonl", [])
+    cache = read_cache(output, sidecar, max_attempts=3)
+    policy = OutputPolicy(resume=resume, append=not resume, allow_mixed_configs=allow)
+    files = RunFiles.for_output(output)
+    if outcome in ("ok", "warned"):
+        check_resumed_configs(files, cache, "a", policy)
+        assert ("--allow-mixed-configs was given" in caplog.text) == (outcome == "warned")
+    else:
+        with pytest.raises(ReverifyError, match=outcome):
+            check_resumed_configs(files, cache, "a", policy)
 
 
 @pytest.mark.parametrize(("flag", "env", "expected"), [(5, "7", 5), (None, "7", 7), (None, None, 3)])
