@@ -19,6 +19,7 @@ from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.lib.keys import RolloutKey, row_key
 from reverify_assets.lib.result_routing import scoring_config
+from reverify_assets.lib.sorted_keys import key_in
 
 TERMINAL_FIELD = "_ng_failure_terminal"
 DEFAULT_MAX_ATTEMPTS = 3
@@ -49,11 +50,11 @@ class CacheStatus:
         return cls(nothing, nothing, nothing, max_attempts)
 
     def settled(self) -> pl.DataFrame:
-        return pl.concat([self.done, self.terminal, self.maxed_out]).unique()
+        return pl.concat([self.done, self.terminal, self.maxed_out])
 
     def pending(self, plan: pl.DataFrame) -> pl.DataFrame:
         """The rows of ``plan`` (any frame with task, rollout) that still need a verify call."""
-        return plan.join(self.settled(), on=KEY_COLUMNS, how="anti").sort(KEY_COLUMNS)
+        return plan.filter(~key_in(plan, self.settled())).sort(KEY_COLUMNS)
 
 
 def read_cache(output: Path, sidecar: Path, max_attempts: int) -> CacheStatus:
@@ -90,12 +91,14 @@ def _key_frame(keys: set[RolloutKey] | list[RolloutKey]) -> pl.DataFrame:
 
 def resume_summary(status: CacheStatus, planned: pl.DataFrame) -> list[str]:
     """Five lines, counted over the rows this run would verify (after --limit)."""
-    done = planned.join(status.done, on=KEY_COLUMNS, how="semi").height
-    rest = planned.join(status.done, on=KEY_COLUMNS, how="anti")
-    terminal = rest.join(status.terminal, on=KEY_COLUMNS, how="semi").height
-    rest = rest.join(status.terminal, on=KEY_COLUMNS, how="anti")
-    maxed = rest.join(status.maxed_out, on=KEY_COLUMNS, how="semi").height
-    pending = rest.join(status.maxed_out, on=KEY_COLUMNS, how="anti").height
+    rest = planned.select(KEY_COLUMNS)
+    counts = []
+    for settled in (status.done, status.terminal, status.maxed_out):
+        found = key_in(rest, settled)
+        counts.append(int(found.sum()))
+        rest = rest.filter(~found)
+    done, terminal, maxed = counts
+    pending = rest.height
     return [
         "Resumed from cache. Found:",
         f"  {done} rows already in the output",

@@ -61,6 +61,18 @@ def positions_in(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarra
     return at, found
 
 
+def key_in(frame: pl.DataFrame, keys: pl.DataFrame) -> pl.Series:
+    """Per row of ``frame``, whether its key is among ``keys`` (a semi join's mask, in frame order)."""
+    packed = packed_keys([keys, frame])
+    if packed is None:
+        marked = keys.select(KEY_COLUMNS).unique().with_columns(pl.lit(True).alias("__in__"))
+        joined = frame.select(KEY_COLUMNS).join(marked, on=KEY_COLUMNS, how="left", maintain_order="left")
+        return joined["__in__"].fill_null(False).rename("in_keys")
+    known, wanted = packed
+    _, found = positions_in(np.unique(known), wanted)
+    return pl.Series("in_keys", found)
+
+
 def first_appearance_groups(frame: pl.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Rows grouped by equal values of ``columns`` (null equal to null), numbered in order of first appearance.
 

@@ -15,6 +15,7 @@ from reverify_assets.lib.sorted_keys import (
     duplicated_keys,
     first_appearance_groups,
     first_row_of_each_key,
+    key_in,
     packed_keys,
     positions_in,
 )
@@ -118,3 +119,18 @@ def test_join_names_the_first_rollout_without_input(far: bool) -> None:
     rollouts = index([(0, 0), (7, 1), (3, 2)], "out.jsonl")
     with pytest.raises(ReverifyError, match=r"out.jsonl:2: rollout .*7.*1.* in.jsonl \(1 more rollouts"):
         join_rollouts_to_inputs(inputs, rollouts)
+
+
+@pytest.mark.parametrize(
+    ("frame_keys", "keys", "expected"),
+    [
+        ([(0, 0), (1, 2), (3, 0)], [(1, 2), (1, 2), (7, 7)], [False, True, False]),
+        ([(0, 0), (1, 2)], [], [False, False]),
+        ([], [(1, 1)], []),
+        ([(BIG, 0), (0, 0), (-1, 5)], [(-1, 5), (BIG, 0)], [True, False, True]),  # too far apart: joined
+    ],
+)
+def test_key_in_marks_the_rows_whose_key_is_listed(
+    frame_keys: list[tuple[int, int]], keys: list[tuple[int, int]], expected: list[bool]
+) -> None:
+    assert key_in(keys_frame(frame_keys), keys_frame(keys)).to_list() == expected
