@@ -14,20 +14,18 @@ import polars as pl
 
 KEY_COLUMNS = ["task", "rollout"]
 INT64_LIMIT = 1 << 63
+# In a frame sorted by key: the rows whose key is the one of the row before (null on the first row).
+SAME_KEY_AS_PREVIOUS = (pl.col("task") == pl.col("task").shift(1)) & (pl.col("rollout") == pl.col("rollout").shift(1))
 
 
 def duplicated_keys(frame: pl.DataFrame) -> pl.DataFrame:
     """The keys (task, rollout) that appear more than once, sorted."""
-    ordered = frame.select(KEY_COLUMNS).sort(KEY_COLUMNS)
-    repeated = (pl.col("task") == pl.col("task").shift(1)) & (pl.col("rollout") == pl.col("rollout").shift(1))
-    return ordered.filter(repeated).unique(maintain_order=True)
+    return frame.select(KEY_COLUMNS).sort(KEY_COLUMNS).filter(SAME_KEY_AS_PREVIOUS).unique(maintain_order=True)
 
 
 def first_row_of_each_key(frame: pl.DataFrame, order: Sequence[str] = ()) -> pl.DataFrame:
     """The frame sorted by key, keeping for each key only its first row by the columns ``order``."""
-    ordered = frame.sort([*KEY_COLUMNS, *order], maintain_order=True)
-    repeated = (pl.col("task") == pl.col("task").shift(1)) & (pl.col("rollout") == pl.col("rollout").shift(1))
-    return ordered.filter(~repeated.fill_null(False))
+    return frame.sort([*KEY_COLUMNS, *order], maintain_order=True).filter(~SAME_KEY_AS_PREVIOUS.fill_null(False))
 
 
 def packed_keys(frames: Sequence[pl.DataFrame]) -> list[np.ndarray] | None:
