@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
+import ijson
 from pydantic import BaseModel, ConfigDict
 
 from reverify_assets.config.topology import Topology
@@ -146,23 +146,63 @@ class SideKeyMetrics:
 
 
 def read_metrics_file(path: Path) -> dict[str, KeyMetrics]:
-    """``key_metrics`` by entry name (``agent_ref.name``) of NeMo Gym's metrics file."""
+    """``key_metrics`` by entry name (``agent_ref.name``) of NeMo Gym's metrics file.
+
+    Streamed: each entry's ``group_level_metrics`` (one record a task, hundreds of megabytes for a million
+    rows) is parsed past, never built.
+    """
+    entries: list[tuple[str | None, KeyMetrics | None]] = []
     try:
-        entries = orjson.loads(path.read_bytes())
+        with open(path, "rb") as fh:
+            _collect_entries(ijson.parse(fh, use_float=True), entries)
     except OSError as exc:
         raise ReverifyError(f"cannot read {path}: {exc.strerror}") from exc
-    except orjson.JSONDecodeError as exc:
+    except ijson.JSONError as exc:
         raise ReverifyError(f"{path}: malformed JSON: {exc}") from exc
-    if not isinstance(entries, list):
-        raise ReverifyError(f"{path}: expected a JSON list of metrics entries, found {type(entries).__name__}")
+    except _NotAList as exc:
+        raise ReverifyError(f"{path}: expected a JSON list of metrics entries, found {exc}") from exc
     by_name: dict[str, KeyMetrics] = {}
-    for position, entry in enumerate(entries, start=1):
-        agent_ref = entry.get("agent_ref") if isinstance(entry, dict) else None
-        name = agent_ref.get("name") if isinstance(agent_ref, dict) else None
-        if not isinstance(name, str):
+    for position, (name, metrics) in enumerate(entries, start=1):
+        if name is None:
             raise ReverifyError(f"{path}: entry {position} has no `agent_ref.name`")
-        by_name[name] = _numbers(entry.get("key_metrics"))
+        by_name[name] = metrics or {}
     return by_name
+
+
+class _NotAList(Exception):
+    """The top-level JSON value is not a list (its JSON type is the message)."""
+
+
+TOP_LEVEL_TYPES = {"start_map": "dict", "string": "str", "number": "float", "boolean": "bool", "null": "NoneType"}
+
+
+def _collect_entries(
+    events: Iterator[tuple[str, str, Any]], entries: list[tuple[str | None, KeyMetrics | None]]
+) -> None:
+    """(name, key metrics) of each entry of the list, in order; a non-object entry gives (None, None)."""
+    name: str | None = None
+    metrics: KeyMetrics | None = None
+    metric_prefix, metric = "", ""
+    for prefix, event, value in events:
+        if prefix == "":
+            if event != "start_array" and event != "end_array":
+                raise _NotAList(TOP_LEVEL_TYPES.get(event, event))
+        elif prefix == "item":
+            if event == "start_map":
+                name, metrics = None, {}
+            elif event == "end_map":
+                entries.append((name, metrics))
+            elif event not in ("map_key", "end_array"):
+                entries.append((None, None))
+        elif prefix == "item.agent_ref.name":
+            name = value if event == "string" else None
+        elif prefix == "item.key_metrics":
+            if event == "map_key" and metrics is not None:
+                # Until a number arrives, the metric has no value (an object or a string stays None).
+                metric, metric_prefix = value, f"item.key_metrics.{value}"
+                metrics[metric] = None
+        elif prefix == metric_prefix and event == "number" and metrics is not None:
+            metrics[metric] = float(value)
 
 
 def _numbers(metrics: Any) -> KeyMetrics:

@@ -1,0 +1,62 @@
+"""``reverify compare`` reads each entry's key metrics from a metrics file without building its per-task records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from reverify_assets.compare.key_metrics import read_metrics_file
+from reverify_assets.errors import ReverifyError
+
+GROUPS = [{"task": t, "rows": [{"reward": 1.0, "note": "x" * 50}]} for t in range(200)]
+
+
+def entry(name: str, key_metrics: object, **extra: object) -> dict[str, object]:
+    return {"agent_ref": {"name": name}, "agent_metrics": {"mean/reward": 0.5}, "key_metrics": key_metrics, **extra}
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        ([entry("a", {"mean/reward": 0.25, "pass@1": 25})], {"a": {"mean/reward": 0.25, "pass@1": 25.0}}),
+        (
+            [entry("a", {"m": 1.5}, group_level_metrics=GROUPS), entry("b", {"m": 2})],
+            {"a": {"m": 1.5}, "b": {"m": 2.0}},
+        ),
+        (
+            [entry("a", {"m": "n/a", "n": {"deep": 1}, "t": True, "z": None, "k": 3})],
+            {"a": {"m": None, "n": None, "t": None, "z": None, "k": 3.0}},
+        ),
+        ([entry("a", None)], {"a": {}}),
+        ([{"agent_ref": {"name": "a"}}], {"a": {}}),  # no key_metrics at all
+        ([entry("a.b", {"pass@1.5": 0.5})], {"a.b": {"pass@1.5": 0.5}}),  # dots in names
+        ([], {}),
+    ],
+)
+def test_key_metrics_by_entry(tmp_path: Path, entries: list[object], expected: dict[str, object]) -> None:
+    path = tmp_path / "m.json"
+    path.write_bytes(orjson.dumps(entries, option=orjson.OPT_INDENT_2))
+    assert read_metrics_file(path) == expected
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'[{"agent_ref": {"name": "a"}, "key_metrics": {"m": 1}', r"m.json: malformed JSON"),
+        (b'{"agent_ref": {"name": "a"}}', r"m.json: expected a JSON list of metrics entries, found dict"),
+        (b'[{"key_metrics": {"m": 1}}]', r"m.json: entry 1 has no `agent_ref.name`"),
+        (b'[{"agent_ref": {"name": "a"}, "key_metrics": {}}, 7]', r"m.json: entry 2 has no `agent_ref.name`"),
+    ],
+)
+def test_bad_metrics_files_name_the_file(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "m.json"
+    path.write_bytes(content)
+    with pytest.raises(ReverifyError, match=message):
+        read_metrics_file(path)
+
+
+def test_a_missing_metrics_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ReverifyError, match=r"cannot read .*nope.json"):
+        read_metrics_file(tmp_path / "nope.json")
