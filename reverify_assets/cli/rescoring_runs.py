@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -84,14 +84,7 @@ def backfill(
             print(f"  {key}: {described}")
         failed = [key for key, (ok, _) in zip(todo, outcomes, strict=True) if not ok]
         if aggregate:
-            with _instance() as instance:
-                result = dg.materialize(
-                    rescoring.assets,
-                    instance=instance,
-                    selection=[rescoring.aggregate_key],
-                    run_config=QUIET_RUN_CONFIG,
-                    raise_on_error=False,
-                )
+            result = _materialize(rescoring.assets, [rescoring.aggregate_key])
             print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
         if failed:
             print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")
@@ -101,14 +94,7 @@ def backfill(
 
 def compare_variants(comparison: ComparisonDefs) -> str:
     """Materializes the comparison asset; a line saying what it found."""
-    with _instance() as instance:
-        result = dg.materialize(
-            comparison.assets,
-            instance=instance,
-            selection=[comparison.key],
-            run_config=QUIET_RUN_CONFIG,
-            raise_on_error=False,
-        )
+    result = _materialize(comparison.assets, [comparison.key])
     if not result.success:
         return f"not computed ({_errors(result) or 'see the run in the UI'})"
     return _describe_comparison(_metadata(result, comparison.key))
@@ -116,17 +102,30 @@ def compare_variants(comparison: ComparisonDefs) -> str:
 
 def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
     """(whether the shard's results were materialized, a line saying what happened)."""
+    result = _materialize(
+        rescoring.assets, rescoring.shard_asset_keys, partition_key=key, tags={RESCORING_TAG: rescoring.label}
+    )
+    return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
+
+
+def _materialize(
+    assets: Sequence[dg.AssetsDefinition],
+    selection: Sequence[dg.AssetKey],
+    *,
+    partition_key: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> dg.ExecuteInProcessResult:
+    """One in-process run on the CLI's instance; a failure is in the result, for the caller to describe."""
     with _instance() as instance:
-        result = dg.materialize(
-            rescoring.assets,
+        return dg.materialize(
+            assets,
             instance=instance,
-            partition_key=key,
-            selection=rescoring.shard_asset_keys,
+            partition_key=partition_key,
+            selection=selection,
             run_config=QUIET_RUN_CONFIG,
             raise_on_error=False,
-            tags={RESCORING_TAG: rescoring.label},
+            tags=tags,
         )
-    return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
 
 
 def _launch_delay(position: int, parallel: int) -> float:
