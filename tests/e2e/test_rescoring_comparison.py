@@ -18,12 +18,20 @@ from reverify_assets.compare.comparison import CompareRequest, run_comparison
 from reverify_assets.defs.comparison_defs import ComparisonDefs, build_comparison
 from reverify_assets.defs.rescoring_defs import build_rescoring_variants
 from reverify_assets.rescoring.spec import find_rescoring
-from tests.support.cli import CONFORMANCE_ROLLOUTS, ROOT, read_jsonl, run_mcqa, run_reverify, write_jsonl
+from tests.support.cli import (
+    CONFORMANCE_ROLLOUTS,
+    PNG_SIGNATURE,
+    ROOT,
+    read_jsonl,
+    run_mcqa,
+    run_reverify,
+    scored_row,
+    write_jsonl,
+)
 from tests.support.instance import latest_materialization, open_instance
 from tests.support.project import LENIENT, STRICT, make_project
 
 pytestmark = pytest.mark.slow
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PAIR = "strict → lenient"
 VARIANTS = f'variants:\n  strict: {{overrides: ["{STRICT}"]}}\n  lenient: {{overrides: ["{LENIENT}"]}}\n'
 
@@ -32,16 +40,6 @@ def embedded_png(markdown: str) -> bytes:
     found = re.fullmatch(r"!\[per-task Δ\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", markdown)
     assert found, markdown[:80]
     return base64.b64decode(found.group(1))
-
-
-def variant_row(task: int, rollout: int, reward: float, config: str) -> dict[str, Any]:
-    return {
-        "_ng_task_index": task,
-        "_ng_rollout_index": rollout,
-        "reward": reward,
-        "agent_ref": {"name": "agent"},
-        "reverify_provenance": {"config_hash": config},
-    }
 
 
 def comparison_of(tmp_path: Path) -> ComparisonDefs:
@@ -59,7 +57,7 @@ def write_merged(comparison: ComparisonDefs, rewards: dict[str, list[float]]) ->
         merged = variant.layout.merged
         merged.parent.mkdir(parents=True, exist_ok=True)
         values = rewards[variant.variant]
-        write_jsonl(merged, [variant_row(i // 2, i % 2, r, variant.setup.config_hash) for i, r in enumerate(values)])
+        write_jsonl(merged, [scored_row(i // 2, i % 2, r, variant.setup.config_hash) for i, r in enumerate(values)])
 
 
 def test_the_comparison_asset_shows_the_flip_table_figures_and_the_per_task_histogram(tmp_path: Path) -> None:
@@ -92,7 +90,7 @@ def test_a_variant_output_of_mixed_configs_fails_the_step_naming_the_variant(tmp
     comparison = comparison_of(tmp_path)
     write_merged(comparison, {"strict": [0, 1], "lenient": [1, 1]})
     lenient = comparison.variants[1].layout.merged
-    write_jsonl(lenient, [variant_row(0, 0, 1.0, "aaa"), variant_row(0, 1, 1.0, "bbb")])
+    write_jsonl(lenient, [scored_row(0, 0, 1.0, "aaa"), scored_row(0, 1, 1.0, "bbb")])
     with dg.instance_for_test() as instance:
         result = dg.materialize([comparison.asset], instance=instance, raise_on_error=False)
     assert not result.success

@@ -89,6 +89,20 @@ def row_keys(rows: Iterable[dict[str, Any]]) -> list[tuple[int, int]]:
     return [row_key(row) for row in rows]
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def scored_row(task: int, rollout: int, reward: float, config: str) -> dict[str, Any]:
+    """A reverified row of agent ``agent`` scored by verifier config ``config``."""
+    return {
+        "_ng_task_index": task,
+        "_ng_rollout_index": rollout,
+        "reward": reward,
+        "agent_ref": {"name": "agent"},
+        "reverify_provenance": {"config_hash": config},
+    }
+
+
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
     path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
     return path

@@ -18,20 +18,13 @@ from reverify_assets.compare.markdown import render_headline
 from reverify_assets.compare.provenance import MixedConfigsError
 from reverify_assets.errors import ReverifyError
 from reverify_assets.rescoring.variant_comparison import VariantPair, compare_pair
-from tests.support.cli import write_jsonl
+from tests.support.cli import PNG_SIGNATURE, scored_row, write_jsonl
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_PNG_BYTES = 60_000
 
 
 def row(task: int, rollout: int, reward: float, config: str = "c1") -> dict[str, Any]:
-    return {
-        "_ng_task_index": task,
-        "_ng_rollout_index": rollout,
-        "reward": reward,
-        "agent_ref": {"name": "agent"},
-        "reverify_provenance": {"config_hash": config},
-    }
+    return scored_row(task, rollout, reward, config)
 
 
 def sides(tmp_path: Path) -> tuple[Path, Path]:
