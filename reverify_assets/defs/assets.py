@@ -41,7 +41,7 @@ from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_flips import tally_output_flips
-from reverify_assets.pipeline.output_summary import summarize_output
+from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
     join_and_route,
@@ -149,10 +149,13 @@ def _verify(
     stats, files, config_hash = result.stats, result.files, payloads.config_hash
     rows_name, failures_name = names
     # A run that added to an earlier output reports the whole file, not only what it wrote.
-    whole = summarize_output(files.output) if result.skipped or not step.policy.is_fresh else None
-    flips = None
-    if against_stored:  # counted in the verify loop; read again only when earlier runs wrote rows too
-        flips = tally_output_flips(files.output, plan, step.responses) if result.skipped else stats.stored_flips
+    whole: OutputSummary | None = None
+    flips = stats.stored_flips if against_stored else None
+    if against_stored and result.skipped:  # the loop did not see the rows earlier runs wrote: one pass for both
+        whole = OutputSummary()
+        flips = tally_output_flips(files.output, plan, step.responses, whole)
+    elif result.skipped or not step.policy.is_fresh:
+        whole = summarize_output(files.output)
     yield dg.Output(
         OutputHandle(
             path=str(files.output),

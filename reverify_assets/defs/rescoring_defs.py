@@ -36,7 +36,7 @@ from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.output_flips import tally_output_flips
-from reverify_assets.pipeline.output_summary import summarize_output
+from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.pipeline.shard_merge import index_shards, write_merged
 from reverify_assets.pipeline.verification import VerifyStep, run_verification
@@ -219,12 +219,15 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
             concurrency=spec.concurrency,
         )
         result = run_verification(plan, setup, step)
-        whole = summarize_output(output)
+        # Against the rewards the rollouts stored: counted in the verify loop, read again (in the same pass as
+        # the summary) only when an earlier attempt wrote rows of this shard too.
+        if result.skipped:
+            whole = OutputSummary()
+            flips = tally_output_flips(output, plan, step.responses, whole)
+        else:
+            whole, flips = summarize_output(output), result.stats.stored_flips
         failures = unresolved_failures(output)
         rate = failures / max(1, whole.rows + failures)
-        # Against the rewards the rollouts stored: counted in the verify loop, read again only when an earlier
-        # attempt wrote rows of this shard too.
-        flips = tally_output_flips(output, plan, step.responses) if result.skipped else result.stats.stored_flips
         metadata: dict[str, Any] = {
             "file": dg.MetadataValue.path(str(output)),
             "rows": whole.rows,

@@ -16,11 +16,15 @@ from reverify_assets.compare.stored_flips import StoredRewardFlips, is_masked, n
 from reverify_assets.lib.jsonl import iter_jsonl, read_row_at
 from reverify_assets.lib.key_index import KEY_COLUMNS
 from reverify_assets.lib.keys import row_key
+from reverify_assets.pipeline.output_summary import OutputSummary
 
 
-def tally_output_flips(output: Path, plan: pl.DataFrame, rollouts: Path) -> StoredRewardFlips:
+def tally_output_flips(
+    output: Path, plan: pl.DataFrame, rollouts: Path, summary: OutputSummary | None = None
+) -> StoredRewardFlips:
     """``plan``: the join plan (``task``, ``rollout``, ``rollout_offset``, ``rollout_line``) of ``rollouts``.
-    An output row whose key the plan lacks has no stored reward here (counted as unpaired)."""
+    An output row whose key the plan lacks has no stored reward here (counted as unpaired). ``summary``, when
+    given, is fed every output row on the way, so the caller need not read the output a second time."""
     tasks, rollout_numbers, masked = array("q"), array("q"), array("b")
     rewards: list[float | None] = []
     if output.exists():
@@ -30,6 +34,8 @@ def tally_output_flips(output: Path, plan: pl.DataFrame, rollouts: Path) -> Stor
             rollout_numbers.append(rollout)
             rewards.append(numeric_reward(entry.row))
             masked.append(is_masked(entry.row))
+            if summary is not None:
+                summary.add(entry.row)
     rows = pl.DataFrame(
         {"task": tasks, "rollout": rollout_numbers, "reward": rewards, "masked": masked},
         schema={"task": pl.Int64, "rollout": pl.Int64, "reward": pl.Float64, "masked": pl.Int8},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.result_routing import PROVENANCE_FIELD
@@ -26,15 +27,18 @@ class OutputSummary:
     def known_configs(self) -> list[str]:
         return sorted(name for name in self.rows_by_config if name != UNKNOWN_PROVENANCE)
 
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows += 1
+        reward = row.get("reward")
+        if isinstance(reward, int | float):
+            self.reward_sum += reward
+        stamp = row.get(PROVENANCE_FIELD)
+        config = stamp.get("config_hash") if isinstance(stamp, dict) else None
+        self.rows_by_config[config if isinstance(config, str) else UNKNOWN_PROVENANCE] += 1
+
 
 def summarize_output(path: Path) -> OutputSummary:
     summary = OutputSummary()
     for entry in iter_jsonl(path):
-        summary.rows += 1
-        reward = entry.row.get("reward")
-        if isinstance(reward, int | float):
-            summary.reward_sum += reward
-        stamp = entry.row.get(PROVENANCE_FIELD)
-        config = stamp.get("config_hash") if isinstance(stamp, dict) else None
-        summary.rows_by_config[config if isinstance(config, str) else UNKNOWN_PROVENANCE] += 1
+        summary.add(entry.row)
     return summary
