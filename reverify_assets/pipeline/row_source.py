@@ -7,11 +7,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from reverify_assets.compare.stored_flips import is_masked, numeric_reward
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import read_row_at
 from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
 from reverify_assets.lib.payload import build_verify_payload
+from reverify_assets.lib.row_reward import is_masked, numeric_reward
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,12 @@ class PairReader:
                 )
         payload = build_verify_payload(input_row, rollout_row, key)
         return ReadPair(payload, numeric_reward(rollout_row), is_masked(rollout_row))
+
+    def read_lines(self, input_at: tuple[int, int], rollout_at: tuple[int, int]) -> tuple[bytes, bytes]:
+        """The two stored lines as they are, unparsed and unchecked: for a server that checks them itself."""
+        self._inputs.seek(input_at[0])
+        self._rollouts.seek(rollout_at[0])
+        return self._inputs.readline().rstrip(b"\r\n"), self._rollouts.readline().rstrip(b"\r\n")
 
     def close(self) -> None:
         self._inputs.close()

@@ -139,7 +139,9 @@ async def _verify(
         stamps = {name: provenance(setup.config_hash, setup.topology.servers[name], modes[name]) for name in clients}
         pairs = stack.enter_context(PairReader(step.inputs, step.responses))
         names = list(clients)
-        limits = await asyncio.gather(*(clients[name].batch_limit() for name in names))
+        stored_limits = await asyncio.gather(*(clients[name].stored_rows_limit() for name in names))
+        batch_limits = await asyncio.gather(*(clients[name].batch_limit() for name in names))
+        limits = {name: stored or batch for name, stored, batch in zip(names, stored_limits, batch_limits, strict=True)}
         stats = await verify_plan(
             pending,
             pairs,
@@ -147,7 +149,8 @@ async def _verify(
             files,
             stamps,
             concurrency=step.concurrency,
-            batch_rows=batch_sizes(dict(zip(names, limits, strict=True)), step.concurrency),
+            batch_rows=batch_sizes(limits, step.concurrency),
+            stored_rows={name: stored > 0 for name, stored in zip(names, stored_limits, strict=True)},
             on_progress=on_progress,
         )
         # Still holding the output's lock. --append may target the user's own rollouts file: never rewrite

@@ -17,21 +17,18 @@ from typing import Any
 import orjson
 import polars as pl
 
-from reverify_assets.compare.stored_flips import StoredRewardFlips, is_masked, numeric_reward
+from reverify_assets.compare.stored_flips import StoredRewardFlips
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.jsonl import LineAppender
-from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.result_routing import (
-    FAILURE_CLASS_FIELD,
-    Destination,
-    destination_of,
-    stamp_result,
-    verify_failure_row,
-)
+from reverify_assets.lib.keys import RolloutKey, describe_key
+from reverify_assets.lib.result_routing import Destination
+from reverify_assets.lib.routed_row import RoutedRow, route_result, route_verify_failure
 from reverify_assets.pipeline.row_source import PairReader
-from reverify_assets.verifier.client import VerifierClient, VerifyOutcome
+from reverify_assets.verifier.client import StoredRowOutcome, VerifierClient, VerifyOutcome
 
 WRITE_BATCH_LINES = 256
+PLAN_COLUMNS = ("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", "server")
 
 
 @dataclass
@@ -63,40 +60,55 @@ class VerifyStats:
 @dataclass(frozen=True, slots=True)
 class _Settled:
     key: RolloutKey
-    destination: Destination
-    line: bytes
-    failure_class: str | None
-    reward: float | None
-    masked: bool
-    stored_reward: float | None
+    routed: RoutedRow
+    stored_reward: float | None  # what the original run stored on the rollout row
     stored_masked: bool
 
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
+    """A row whose verify request the CLI builds (servers without ``/reverify_batch``)."""
+
     key: RolloutKey
     payload: dict[str, Any]
-    stored_reward: float | None  # what the original run stored on the rollout row
+    stored_reward: float | None
     stored_masked: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredPlanned:
+    """A row sent as its two stored lines, ``[task, rollout, <input>, <rollout>]``, to ``/reverify_batch``."""
+
+    key: RolloutKey
+    row: bytes
+    input_at: tuple[int, int]
+    rollout_at: tuple[int, int]
 
 
 def _settle(planned: _Planned, outcome: VerifyOutcome, stamp: dict[str, str]) -> _Settled:
     key, payload = planned.key, planned.payload
     if outcome.result is None:
-        row = verify_failure_row(payload, key, outcome.error or "unknown error", stamp)
+        routed = route_verify_failure(payload, key, outcome.error or "unknown error", stamp)
     else:
-        row = stamp_result(outcome.result, payload, key, stamp)
-    destination = destination_of(row)
-    return _Settled(
-        key,
-        destination,
-        orjson.dumps(row) + b"\n",
-        row.get(FAILURE_CLASS_FIELD) if destination is Destination.SIDECAR else None,
-        numeric_reward(row),
-        is_masked(row),
-        planned.stored_reward,
-        planned.stored_masked,
-    )
+        routed = route_result(outcome.result, payload, key, stamp)
+    return _Settled(key, routed, planned.stored_reward, planned.stored_masked)
+
+
+def _settle_stored(
+    planned: _StoredPlanned, outcome: StoredRowOutcome, stamp: dict[str, str], pairs: PairReader
+) -> _Settled:
+    if outcome.routed is not None:
+        return _Settled(planned.key, outcome.routed, outcome.stored_reward, outcome.stored_masked)
+    # Unscored: read the pair here, as rows are read for servers without the route. A row that cannot be read
+    # stops the run with its file and line; the others go to the sidecar, as a failed /verify would.
+    pair = pairs.read(planned.key, planned.input_at, planned.rollout_at)
+    if outcome.stale:
+        raise ReverifyError(
+            f"the verifier could not make a verify request of the stored rows of {describe_key(planned.key)} "
+            f"that this run reads without fault: {outcome.error}"
+        )
+    routed = route_verify_failure(pair.payload, planned.key, outcome.error or "unknown error", stamp)
+    return _Settled(planned.key, routed, pair.stored_reward, pair.stored_masked)
 
 
 async def _verify_batch(
@@ -109,6 +121,18 @@ async def _verify_batch(
         else:
             outcomes = await client.verify_batch(bodies)
     return [_settle(planned, outcome, stamp) for planned, outcome in zip(batch, outcomes, strict=True)]
+
+
+async def _reverify_stored_batch(
+    client: VerifierClient,
+    batch: list[_StoredPlanned],
+    stamp: dict[str, str],
+    slots: asyncio.Semaphore,
+    pairs: PairReader,
+) -> list[_Settled]:
+    async with slots:
+        outcomes = await client.reverify_batch([planned.row for planned in batch], orjson.dumps(stamp))
+    return [_settle_stored(planned, outcome, stamp, pairs) for planned, outcome in zip(batch, outcomes, strict=True)]
 
 
 def batch_sizes(limits: Mapping[str, int], concurrency: int) -> dict[str, int]:
@@ -126,11 +150,14 @@ async def verify_plan(
     *,
     concurrency: int,
     batch_rows: Mapping[str, int] | None = None,
+    stored_rows: Mapping[str, bool] | None = None,
     on_progress: Callable[[VerifyStats], None] | None = None,
     progress_every_s: float = 5.0,
 ) -> VerifyStats:
     """``batch_rows``: rows per request by server (see :func:`batch_sizes`); 1 (the default) is one
-    ``/verify`` per row, and ``concurrency`` rows in flight is then ``concurrency`` requests."""
+    ``/verify`` per row, and ``concurrency`` rows in flight is then ``concurrency`` requests.
+    ``stored_rows``: the servers whose ``/reverify_batch`` takes the stored lines as they are (none by default).
+    """
     stats = VerifyStats(planned=plan.height)
     sizes = {server: (batch_rows or {}).get(server, 1) for server in clients}
     slots = asyncio.Semaphore(max(1, concurrency // min(sizes.values(), default=1)))
@@ -138,6 +165,7 @@ async def verify_plan(
     room = asyncio.Semaphore(2 * concurrency)
     settled_rows: asyncio.Queue[_Settled | BaseException | None] = asyncio.Queue()
     running: set[asyncio.Task[list[_Settled]]] = set()
+    sends_stored = {server: bool((stored_rows or {}).get(server)) for server in clients}
 
     def hand_over(task: asyncio.Task[list[_Settled]]) -> None:
         running.discard(task)
@@ -149,27 +177,37 @@ async def verify_plan(
             for settled in task.result():
                 settled_rows.put_nowait(settled)
 
-    def send(server: str, batch: list[_Planned]) -> None:
-        task = asyncio.create_task(_verify_batch(clients[server], batch, stamps[server], slots))
+    def send(server: str, batch: list[Any]) -> None:
+        if sends_stored[server]:
+            work = _reverify_stored_batch(clients[server], batch, stamps[server], slots, pairs)
+        else:
+            work = _verify_batch(clients[server], batch, stamps[server], slots)
+        task = asyncio.create_task(work)
         running.add(task)
         task.add_done_callback(hand_over)
 
     async def dispatch() -> None:
-        filling: dict[str, list[_Planned]] = {server: [] for server in clients}
+        filling: dict[str, list[Any]] = {server: [] for server in clients}
         try:
-            for row in plan.iter_rows(named=True):
-                key = (row["task"], row["rollout"])
-                pair = pairs.read(
-                    key, (row["input_offset"], row["input_line"]), (row["rollout_offset"], row["rollout_line"])
-                )
-                server = row["server"]
+            for task, rollout, input_offset, input_line, rollout_offset, rollout_line, server in plan.select(
+                PLAN_COLUMNS
+            ).iter_rows():
+                key, input_at, rollout_at = (task, rollout), (input_offset, input_line), (rollout_offset, rollout_line)
+                planned: _Planned | _StoredPlanned
+                if sends_stored[server]:
+                    stored_input, stored_rollout = pairs.read_lines(input_at, rollout_at)
+                    row = b"[%d,%d,%b,%b]" % (task, rollout, stored_input, stored_rollout)
+                    planned = _StoredPlanned(key, row, input_at, rollout_at)
+                else:
+                    pair = pairs.read(key, input_at, rollout_at)
+                    planned = _Planned(key, pair.payload, pair.stored_reward, pair.stored_masked)
                 if room.locked():  # half-filled batches of several servers must not hold all the room
                     for waiting_server, batch in filling.items():
                         if batch:
                             send(waiting_server, batch)
                             filling[waiting_server] = []
                 await room.acquire()
-                filling[server].append(_Planned(key, pair.payload, pair.stored_reward, pair.stored_masked))
+                filling[server].append(planned)
                 if len(filling[server]) >= sizes[server]:
                     send(server, filling[server])
                     filling[server] = []
@@ -208,8 +246,8 @@ async def verify_plan(
                 room.release()
                 stats.verified += 1
                 _count(stats, item)
-                if item.destination is not Destination.NOWHERE:
-                    pending[item.destination].append(item.line)
+                if item.routed.destination is not Destination.NOWHERE:
+                    pending[item.routed.destination].append(item.routed.line)
                 # Rows are written in the order they settle, so one slow row never holds the others back;
                 # write whenever nothing else has settled yet, so finished rows reach disk promptly.
                 if settled_rows.empty() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
@@ -223,8 +261,8 @@ async def verify_plan(
             # Rows that settled before an error (or Ctrl-C) are paid for: keep them, queued ones included.
             while not settled_rows.empty():
                 item = settled_rows.get_nowait()
-                if isinstance(item, _Settled) and item.destination is not Destination.NOWHERE:
-                    pending[item.destination].append(item.line)
+                if isinstance(item, _Settled) and item.routed.destination is not Destination.NOWHERE:
+                    pending[item.routed.destination].append(item.routed.line)
             flush()
             producer.cancel()
             for task in list(running):
@@ -234,15 +272,16 @@ async def verify_plan(
 
 
 def _count(stats: VerifyStats, settled: _Settled) -> None:
-    if settled.destination is Destination.OUTPUT:
+    routed = settled.routed
+    if routed.destination is Destination.OUTPUT:
         if stats.last_output_key is not None and settled.key < stats.last_output_key:
             stats.output_in_key_order = False
         stats.last_output_key = settled.key
         stats.to_output += 1
-        stats.reward_sum += settled.reward or 0.0
-        stats.stored_flips.add(settled.stored_reward, settled.reward, masked=settled.masked or settled.stored_masked)
-    elif settled.destination is Destination.SIDECAR:
+        stats.reward_sum += routed.reward or 0.0
+        stats.stored_flips.add(settled.stored_reward, routed.reward, masked=routed.masked or settled.stored_masked)
+    elif routed.destination is Destination.SIDECAR:
         stats.to_sidecar += 1
-        stats.failures_by_class[settled.failure_class or "unknown"] += 1
+        stats.failures_by_class[routed.failure_class or "unknown"] += 1
     else:
         stats.not_persisted += 1

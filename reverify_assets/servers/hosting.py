@@ -11,7 +11,7 @@ from contextlib import suppress
 from aiohttp import web
 
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.servers.protocol import build_app
+from reverify_assets.servers.app import build_app
 from reverify_assets.servers.registry import build_server
 
 LOOPBACK = "127.0.0.1"

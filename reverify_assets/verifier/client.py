@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 
 import aiohttp
 import orjson
 
+from reverify_assets.lib.result_routing import Destination
+from reverify_assets.lib.routed_row import RoutedRow
 from reverify_assets.verifier.retry import RetryPolicy, is_retryable_status
 
 JSON_HEADERS = {"Content-Type": "application/json"}
+# ``/reverify_batch``: the two stored rows do not make a verify request for their key.
+STALE_PAIR = 409
+Outcome = TypeVar("Outcome")
 
 
 @dataclass(frozen=True, slots=True)
 class VerifyOutcome:
     result: dict[str, Any] | None  # the server's JSON object, when it gave one
     error: str | None = None  # why not, after every retry
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRowOutcome:
+    """A stored row re-scored by ``/reverify_batch``: as the server routed it, or why not."""
+
+    routed: RoutedRow | None = None  # the line to store, where, and its reward
+    stored_reward: float | None = None  # what the rollout row stored
+    stored_masked: bool = False
+    error: str | None = None  # after every retry
+    stale: bool = False  # the two stored rows did not make a verify request for their key (HTTP 409)
 
 
 class VerifierClient:
@@ -39,32 +56,64 @@ class VerifierClient:
             raise ConnectionError(f"GET {self.base_url}/reverify_mode failed: {exc}") from exc
         return str(mode).lower()
 
+    async def stored_rows_limit(self) -> int:
+        """Rows per ``/reverify_batch`` request the server takes; 0 when it has no such route (NeMo Gym's
+        servers), and the CLI then builds each verify request itself."""
+        return await self._limit("/reverify_batch", unsupported=0)
+
     async def batch_limit(self) -> int:
         """Rows per ``/verify_batch`` request the server takes; 1 when it has no such route (NeMo Gym's
         servers), which means one ``/verify`` per row."""
+        return await self._limit("/verify_batch", unsupported=1)
+
+    async def _limit(self, route: str, *, unsupported: int) -> int:
         try:
-            async with self.session.get(f"{self.base_url}/verify_batch", timeout=self._timeout) as reply:
+            async with self.session.get(f"{self.base_url}{route}", timeout=self._timeout) as reply:
                 if reply.status != 200:
-                    return 1
+                    return unsupported
                 limits = orjson.loads(await reply.read())
         except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
-            return 1
+            return unsupported
         max_rows = limits.get("max_rows") if isinstance(limits, dict) else None
-        return max_rows if isinstance(max_rows, int) and max_rows > 1 else 1
+        return max_rows if isinstance(max_rows, int) and max_rows > 1 else unsupported
 
     async def verify_batch(self, bodies: list[bytes]) -> list[VerifyOutcome]:
         """Each body's outcome, in order, by ``/verify_batch``; rows the server could not grade for a
         retryable reason are sent again (alone with their kind), as ``verify`` retries one row."""
-        outcomes: list[VerifyOutcome | None] = [None] * len(bodies)
-        waiting = list(range(len(bodies)))
+
+        def request(waiting: list[int]) -> bytes:
+            return b'{"requests":[' + b",".join(bodies[index] for index in waiting) + b"]}"
+
+        return await self._batch("/verify_batch", len(bodies), request, _settle_verify_batch, _failed_verify)
+
+    async def reverify_batch(self, rows: list[bytes], stamp: bytes) -> list[StoredRowOutcome]:
+        """Each stored row's outcome, in order, by ``/reverify_batch`` (see ``servers.stored_rows``): each of
+        ``rows`` is ``[task, rollout, <input line>, <rollout line>]``, and ``stamp`` the provenance as JSON."""
+
+        def request(waiting: list[int]) -> bytes:
+            return b'{"stamp":' + stamp + b',"rows":[' + b",".join(rows[index] for index in waiting) + b"]}"
+
+        return await self._batch("/reverify_batch", len(rows), request, _settle_reverify_batch, _failed_stored)
+
+    async def _batch(
+        self,
+        route: str,
+        rows: int,
+        request: Callable[[list[int]], bytes],
+        settle: Callable[[bytes, list[int], list[Outcome | None], dict[int, str]], list[int]],
+        failed: Callable[[str], Outcome],
+    ) -> list[Outcome]:
+        """POST the rows still waiting until each has settled or the attempts run out. ``settle`` fills the
+        outcomes a 200 reply gives and returns the rows to send again, noting why in its last argument."""
+        outcomes: list[Outcome | None] = [None] * rows
+        waiting = list(range(rows))
         last_errors: dict[int, str] = {}
         for attempt in range(self.retry.attempts):
             if attempt:
                 await asyncio.sleep(self.retry.delay(attempt - 1))
-            request = b'{"requests":[' + b",".join(bodies[index] for index in waiting) + b"]}"
             try:
                 async with self.session.post(
-                    f"{self.base_url}/verify_batch", data=request, headers=JSON_HEADERS, timeout=self._timeout
+                    f"{self.base_url}{route}", data=request(waiting), headers=JSON_HEADERS, timeout=self._timeout
                 ) as reply:
                     payload = await reply.read()
                     status = reply.status
@@ -76,44 +125,16 @@ class VerifierClient:
                 error = f"HTTP {status}: {_short(payload)}"
                 if not is_retryable_status(status):
                     for index in waiting:
-                        outcomes[index] = VerifyOutcome(None, error)
+                        outcomes[index] = failed(error)
                     return _finished(outcomes)
                 last_errors.update(dict.fromkeys(waiting, error))
                 continue
-            waiting = self._settle_batch(payload, waiting, outcomes, last_errors)
+            waiting = settle(payload, waiting, outcomes, last_errors)
             if not waiting:
                 return _finished(outcomes)
         for index in waiting:
-            outcomes[index] = VerifyOutcome(None, f"{last_errors[index]} (after {self.retry.attempts} attempts)")
+            outcomes[index] = failed(f"{last_errors[index]} (after {self.retry.attempts} attempts)")
         return _finished(outcomes)
-
-    def _settle_batch(
-        self, payload: bytes, sent: list[int], outcomes: list[VerifyOutcome | None], last_errors: dict[int, str]
-    ) -> list[int]:
-        """Fill the outcomes the batch reply settles; the rows to send again."""
-        try:
-            results = orjson.loads(payload).get("results")
-        except (orjson.JSONDecodeError, AttributeError):
-            results = None
-        if not isinstance(results, list) or len(results) != len(sent):
-            error = f"the verify_batch reply does not hold {len(sent)} results: {_short(payload)}"
-            for index in sent:
-                outcomes[index] = VerifyOutcome(None, error)
-            return []
-        again = []
-        for index, result in zip(sent, results, strict=True):
-            status = result.get("status") if isinstance(result, dict) else None
-            if status == 200:
-                outcomes[index] = _verify_outcome(result.get("response"), payload)
-                continue
-            detail = result.get("detail") if isinstance(result, dict) else result
-            error = f"HTTP {status}: {_short(orjson.dumps(detail))}"
-            if isinstance(status, int) and is_retryable_status(status):
-                last_errors[index] = error
-                again.append(index)
-            else:
-                outcomes[index] = VerifyOutcome(None, error)
-        return again
 
     async def verify(self, body: bytes) -> VerifyOutcome:
         last_error = "no attempt made"
@@ -152,6 +173,104 @@ class VerifierClient:
         return metrics
 
 
+def _settle_verify_batch(
+    payload: bytes, sent: list[int], outcomes: list[VerifyOutcome | None], last_errors: dict[int, str]
+) -> list[int]:
+    try:
+        results = orjson.loads(payload).get("results")
+    except (orjson.JSONDecodeError, AttributeError):
+        results = None
+    if not isinstance(results, list) or len(results) != len(sent):
+        error = f"the verify_batch reply does not hold {len(sent)} results: {_short(payload)}"
+        for index in sent:
+            outcomes[index] = VerifyOutcome(None, error)
+        return []
+    again = []
+    for index, result in zip(sent, results, strict=True):
+        status = result.get("status") if isinstance(result, dict) else None
+        if status == 200:
+            outcomes[index] = _verify_outcome(result.get("response"), payload)
+        elif (error := _retry_or_error(index, status, result, again, last_errors)) is not None:
+            outcomes[index] = VerifyOutcome(None, error)
+    return again
+
+
+def _settle_reverify_batch(
+    payload: bytes, sent: list[int], outcomes: list[StoredRowOutcome | None], last_errors: dict[int, str]
+) -> list[int]:
+    """The reply is NDJSON: ``{"results": [...]}``, then the line of each result that has one, in order."""
+    head, _, rest = payload.partition(b"\n")
+    try:
+        results = orjson.loads(head).get("results")
+    except (orjson.JSONDecodeError, AttributeError):
+        results = None
+    lines = iter(rest.split(b"\n"))
+    settled: list[tuple[int, StoredRowOutcome]] = []
+    again: list[int] = []
+    try:
+        if not isinstance(results, list) or len(results) != len(sent):
+            raise ValueError(f"it does not hold {len(sent)} results")
+        for index, result in zip(sent, results, strict=True):
+            status = result.get("status") if isinstance(result, dict) else None
+            if status == 200:
+                settled.append((index, _stored_row_outcome(result, lines)))
+            elif status == STALE_PAIR:
+                settled.append((index, StoredRowOutcome(error=_error(status, result), stale=True)))
+            elif (error := _retry_or_error(index, status, result, again, last_errors)) is not None:
+                settled.append((index, StoredRowOutcome(error=error)))
+        if next(lines, None) != b"" or next(lines, None) is not None:
+            raise ValueError("its lines do not match its results")
+    except (ValueError, TypeError, KeyError) as exc:
+        error = f"the reverify_batch reply is malformed ({exc}): {_short(payload)}"
+        for index in sent:
+            outcomes[index] = StoredRowOutcome(error=error)
+        return []
+    for index, outcome in settled:
+        outcomes[index] = outcome
+    return again
+
+
+def _stored_row_outcome(result: dict[str, Any], lines: Iterator[bytes]) -> StoredRowOutcome:
+    destination = Destination(result["destination"])
+    line = b"" if destination is Destination.NOWHERE else next(lines) + b"\n"
+    failure_class = result.get("failure_class")
+    routed = RoutedRow(
+        destination,
+        line,
+        failure_class if isinstance(failure_class, str) else None,
+        _number(result.get("reward")),
+        result.get("masked") is True,
+    )
+    return StoredRowOutcome(routed, _number(result.get("stored_reward")), result.get("stored_masked") is True)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _retry_or_error(index: int, status: Any, result: Any, again: list[int], last_errors: dict[int, str]) -> str | None:
+    """A row's error when it is final; None when the row goes in ``again``, to be sent once more."""
+    error = _error(status, result)
+    if isinstance(status, int) and is_retryable_status(status):
+        last_errors[index] = error
+        again.append(index)
+        return None
+    return error
+
+
+def _error(status: Any, result: Any) -> str:
+    detail = result.get("detail") if isinstance(result, dict) else result
+    return f"HTTP {status}: {_short(orjson.dumps(detail))}"
+
+
+def _failed_verify(error: str) -> VerifyOutcome:
+    return VerifyOutcome(None, error)
+
+
+def _failed_stored(error: str) -> StoredRowOutcome:
+    return StoredRowOutcome(error=error)
+
+
 def _parse_verify_reply(payload: bytes) -> VerifyOutcome:
     try:
         result = orjson.loads(payload)
@@ -167,8 +286,8 @@ def _verify_outcome(result: Any, payload: bytes) -> VerifyOutcome:
     return VerifyOutcome(result)
 
 
-def _finished(outcomes: list[VerifyOutcome | None]) -> list[VerifyOutcome]:
-    return cast(list[VerifyOutcome], outcomes)  # every path that returns has settled each row
+def _finished(outcomes: list[Outcome | None]) -> list[Outcome]:
+    return cast(list[Outcome], outcomes)  # every path that returns has settled each row
 
 
 def _short(payload: bytes, limit: int = 500) -> str:

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
+from reverify_assets.servers.app import build_app
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import MAX_JUDGE_ERROR_CHARS, judge_failed_row
 from reverify_assets.servers.judge.judge_client import chat_completions_url
@@ -44,7 +45,7 @@ from reverify_assets.servers.judge.verdict import (
     Verdict,
     parse_verdict,
 )
-from reverify_assets.servers.protocol import BadVerifyRequest, ReverifyMode, build_app
+from reverify_assets.servers.protocol import BadVerifyRequest, ReverifyMode
 from reverify_assets.servers.registry import build_server, validate_builtin_block
 
 T = TypeVar("T")

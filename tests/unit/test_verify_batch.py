@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
-from reverify_assets.servers.protocol import MAX_BATCH_ROWS, BadVerifyRequest, ResourcesServer, build_app
-from reverify_assets.verifier.client import VerifierClient, VerifyOutcome
-from reverify_assets.verifier.retry import RetryPolicy
+from reverify_assets.servers.app import build_app
+from reverify_assets.servers.protocol import MAX_BATCH_ROWS, BadVerifyRequest, ResourcesServer
+from reverify_assets.verifier.client import VerifyOutcome
+from tests.support.app_client import client_for, run
 
 
 class ScriptedServer(ResourcesServer):
@@ -37,22 +33,6 @@ class ScriptedServer(ResourcesServer):
             case "no_reward":
                 return {"note": "forgot the reward"}
         return {"id": body["id"], "reward": 1.0}
-
-
-@asynccontextmanager
-async def client_for(app: web.Application) -> AsyncIterator[VerifierClient]:
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        async with aiohttp.ClientSession() as session:
-            retry = RetryPolicy(attempts=3, base_delay_s=0, max_delay_s=0, timeout_s=10)
-            yield VerifierClient("s", str(server.make_url("")), session, retry)
-    finally:
-        await server.close()
-
-
-def run(test: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(test())
 
 
 def bodies(*actions: str) -> list[bytes]:

@@ -10,10 +10,13 @@ import orjson
 import polars as pl
 import pytest
 
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
+from reverify_assets.lib.result_routing import Destination
+from reverify_assets.lib.routed_row import RoutedRow
 from reverify_assets.pipeline.row_source import ReadPair
 from reverify_assets.pipeline.verify_loop import verify_plan
-from reverify_assets.verifier.client import VerifyOutcome
+from reverify_assets.verifier.client import StoredRowOutcome, VerifyOutcome
 
 
 class Client:
@@ -138,3 +141,84 @@ def test_half_filled_batches_of_many_servers_cannot_stall_the_run(tmp_path: Path
     )
     stats = asyncio.run(asyncio.wait_for(run, timeout=10))
     assert sorted(written_tasks(files)) == list(range(60)) and stats.verified == 60
+
+
+class StoredRowsClient:
+    """A ``/reverify_batch`` client: ``failing`` tasks get an error, ``stale`` ones a 409; the rest pass."""
+
+    def __init__(self, failing: frozenset[int] = frozenset(), stale: frozenset[int] = frozenset()) -> None:
+        self.failing, self.stale = failing, stale
+        self.rows: list[bytes] = []
+
+    async def reverify_batch(self, rows: list[bytes], stamp: bytes) -> list[StoredRowOutcome]:
+        self.rows += rows
+        outcomes = []
+        for row in rows:
+            task = orjson.loads(row)[0]
+            if task in self.stale:
+                outcomes.append(StoredRowOutcome(error="HTTP 409: the rollout row is not its row", stale=True))
+            elif task in self.failing:
+                outcomes.append(StoredRowOutcome(error="HTTP 500: boom (after 4 attempts)"))
+            else:
+                line = orjson.dumps({"_ng_task_index": task, "reward": 1.0, "stamp": orjson.loads(stamp)}) + b"\n"
+                outcomes.append(StoredRowOutcome(RoutedRow(Destination.OUTPUT, line, None, 1.0, False), 0.0))
+        return outcomes
+
+
+class StoredPairs(Pairs):
+    def read_lines(self, input_at: tuple[int, int], rollout_at: tuple[int, int]) -> tuple[bytes, bytes]:
+        return b'{"in":%d}' % input_at[0], b'{"out":%d}' % rollout_at[0]
+
+
+def stored_plan(rows: int) -> pl.DataFrame:
+    return plan(rows).with_columns(pl.col("task").alias("input_offset"), (pl.col("task") * 10).alias("rollout_offset"))
+
+
+def test_stored_rows_go_out_as_their_two_lines_and_come_back_as_the_lines_to_store(tmp_path: Path) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    client = StoredRowsClient(failing=frozenset({4}))
+    stats = asyncio.run(
+        verify_plan(
+            stored_plan(10),
+            StoredPairs(stored={4: 1.0}),
+            {"s": client},
+            files,
+            {"s": {"config_hash": "c"}},
+            concurrency=8,
+            batch_rows={"s": 2},
+            stored_rows={"s": True},
+        )
+    )
+    assert sorted(client.rows) == sorted(b'[%d,0,{"in":%d},{"out":%d}]' % (task, task, 10 * task) for task in range(10))
+    assert sorted(written_tasks(files)) == [task for task in range(10) if task != 4]
+    assert {orjson.loads(line)["stamp"]["config_hash"] for line in files.output.read_bytes().splitlines()} == {"c"}
+    # The CLI reads the failed row's pair itself and stores it as a failed /verify, with its stored reward.
+    (failed,) = [orjson.loads(line) for line in files.sidecar.read_bytes().splitlines()]
+    assert (failed["_ng_task_index"], failed["_ng_failure_class"]) == (4, "verify_failed")
+    assert failed["_ng_failure_message"] == "HTTP 500: boom (after 4 attempts)"
+    assert (stats.to_output, stats.to_sidecar, stats.stored_flips.fail_to_pass) == (9, 1, 9)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "error"),
+    [
+        (StoredPairs(), "could not make a verify request of the stored rows of \\(task 5, rollout 0\\)"),
+        (StoredPairs(unreadable=5), "row 5 unreadable"),  # the CLI's own reading names the file and line
+    ],
+)
+def test_a_stale_stored_row_stops_the_run_and_keeps_what_settled(tmp_path: Path, pairs: Pairs, error: str) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    run = verify_plan(
+        stored_plan(40),
+        pairs,
+        {"s": StoredRowsClient(stale=frozenset({5}))},
+        files,
+        {"s": {}},
+        concurrency=4,
+        batch_rows={"s": 1},
+        stored_rows={"s": True},
+    )
+    with pytest.raises((ReverifyError, RuntimeError), match=error):
+        asyncio.run(run)
+    tasks = written_tasks(files)
+    assert 5 not in tasks and len(tasks) == len(set(tasks)), "nothing stored for the stale row, nothing twice"

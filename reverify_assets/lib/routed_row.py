@@ -1,0 +1,54 @@
+"""A verify result made into what is stored: stamped, routed, serialised once, and summed up for the tallies.
+
+The verify loop does this for rows it sends one by one; a built-in server does it for rows sent to its
+``/reverify_batch`` route, so the same row is written byte for byte whichever side made it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.lib.result_routing import (
+    FAILURE_CLASS_FIELD,
+    Destination,
+    destination_of,
+    stamp_result,
+    verify_failure_row,
+)
+from reverify_assets.lib.row_reward import is_masked, numeric_reward
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedRow:
+    destination: Destination
+    line: bytes  # the JSONL line, newline-terminated; empty for a row that goes nowhere
+    failure_class: str | None  # of a sidecar row
+    reward: float | None
+    masked: bool
+
+
+def route_result(
+    result: dict[str, Any], payload: dict[str, Any], key: RolloutKey, stamp: dict[str, str] | None
+) -> RoutedRow:
+    return routed(stamp_result(result, payload, key, stamp))
+
+
+def route_verify_failure(
+    payload: dict[str, Any], key: RolloutKey, reason: str, stamp: dict[str, str] | None
+) -> RoutedRow:
+    return routed(verify_failure_row(payload, key, reason, stamp))
+
+
+def routed(row: dict[str, Any]) -> RoutedRow:
+    destination = destination_of(row)
+    return RoutedRow(
+        destination,
+        b"" if destination is Destination.NOWHERE else orjson.dumps(row) + b"\n",
+        row.get(FAILURE_CLASS_FIELD) if destination is Destination.SIDECAR else None,
+        numeric_reward(row),
+        is_masked(row),
+    )
