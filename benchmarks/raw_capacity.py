@@ -1,12 +1,13 @@
 """The verifier's raw capacity: rows/s one built-in server sustains for a client that does nothing else.
 
-`reverify serve` runs the server in the foreground; a minimal aiohttp client POSTs ready-made ``/verify``
-bodies to it with a fixed number in flight. The bodies are the exact bytes ``reverify run`` sends (the same
-join, ``build_verify_payload`` and ``orjson.dumps``), built before the clock starts, so the figure is the
-ceiling the pipeline's own reading, joining and writing could at best reach.
+`reverify serve` runs the server in the foreground; a minimal aiohttp client POSTs ready-made requests to it
+with a fixed number of rows in flight. The requests hold the exact bytes ``reverify run`` sends, built before
+the clock starts, so the figure is the ceiling the pipeline's own reading and writing could at best reach.
 
-The client speaks the protocol the pipeline would: ``/verify_batch`` with the pipeline's rows per request
-when the server advertises it (see ``pipeline.verify_loop.batch_sizes``), else one ``/verify`` per row.
+The client speaks the protocol the pipeline would (see ``Protocol.pipeline``): ``/reverify_batch`` with the
+stored lines when the server advertises it, else ``/verify_batch`` with built ``/verify`` bodies (the same
+join, ``build_verify_payload`` and ``orjson.dumps``), else one ``/verify`` per row; rows per request as
+``pipeline.verify_loop.batch_sizes`` gives them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from process_memory import TreeReport, TreeSampler, machine_cpu_seconds, tree_cp
 from reverify_assets.lib.payload import build_verify_payload
 from reverify_assets.pipeline.verify_loop import batch_sizes
 
-__all__ = ["RawCapacity", "ServeProcess", "build_payloads", "measure_raw_capacity", "pipeline_batch_rows"]
+__all__ = ["Protocol", "RawCapacity", "Requests", "ServeProcess", "build_requests", "measure_raw_capacity"]
 
 LISTENING = re.compile(r"listening on (http://\S+)")
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -50,7 +51,7 @@ class RawCapacity:
     server_cpu_s: float  # the server tree's CPU time in the timed part
     machine_busy_s: float  # all cores' busy time in the timed part, whoever used it
     machine_steal_s: float  # the part of it the hypervisor gave to other virtual machines
-    batch_rows: int = 1  # rows per request: 1 is one /verify per row
+    protocol: Protocol = field(default_factory=lambda: Protocol("/verify"))
     memory: TreeReport | None = None
 
     @property
@@ -58,28 +59,38 @@ class RawCapacity:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
 
-def build_payloads(inputs: Path, rollouts: Path, count: int) -> list[bytes]:
-    """``/verify`` bodies of the first ``count`` rows of ``rollouts``, joined with their input rows by key."""
-    wanted: dict[Key, dict[str, Any]] = {}
+@dataclass(frozen=True)
+class Requests:
+    """The first rows of a dataset as each protocol sends them, in the same order."""
+
+    verify_bodies: list[bytes]  # /verify and /verify_batch
+    stored_rows: list[bytes]  # /reverify_batch: [task, rollout, <input line>, <rollout line>]
+
+
+def build_requests(inputs: Path, rollouts: Path, count: int) -> Requests:
+    """The first ``count`` rows of ``rollouts``, joined with their input rows by key."""
+    wanted: dict[Key, tuple[bytes, dict[str, Any]]] = {}
     with rollouts.open("rb") as fh:
         for line in fh:
             row = orjson.loads(line)
-            wanted[(row["_ng_task_index"], row["_ng_rollout_index"])] = row
+            wanted[(row["_ng_task_index"], row["_ng_rollout_index"])] = (line.rstrip(b"\r\n"), row)
             if len(wanted) >= count:
                 break
-    bodies: list[bytes] = []
+    requests = Requests([], [])
     with inputs.open("rb") as fh:
         for line in fh:
             row = orjson.loads(line)
             key = (row["_ng_task_index"], row["_ng_rollout_index"])
-            rollout = wanted.pop(key, None)
-            if rollout is not None:
-                bodies.append(orjson.dumps(build_verify_payload(row, rollout, key)))
+            found = wanted.pop(key, None)
+            if found is not None:
+                rollout_line, rollout = found
+                requests.verify_bodies.append(orjson.dumps(build_verify_payload(row, rollout, key)))
+                requests.stored_rows.append(b"[%d,%d,%b,%b]" % (*key, line.rstrip(b"\r\n"), rollout_line))
                 if not wanted:
                     break
     if wanted:
         raise RuntimeError(f"{len(wanted)} rollouts of {rollouts} have no input row in {inputs}")
-    return bodies
+    return requests
 
 
 class ServeProcess:
@@ -117,29 +128,61 @@ class ServeProcess:
             self.process.stdout.close()
 
 
-# How every row of a /verify_batch answer that was graded starts: found by bytes, as parsing is client cost.
-BATCH_ROW_OK = b'{"status":200,"response":'
+# A stamp like the one the pipeline sends with each /reverify_batch request.
+STAMP = b'{"config_hash":"0123456789ab","server":"mcqa","type":"mcqa","reverify_mode":"stateless"}'
+# How every graded row's result starts: found by bytes, as parsing is client cost.
+GRADED = {"/verify_batch": b'{"status":200,"response":', "/reverify_batch": b'{"status":200,"destination":'}
 
 
-def pipeline_batch_rows(url: str, concurrency: int) -> int:
-    """Rows per request the pipeline would send this server at this concurrency."""
+@dataclass(frozen=True)
+class Protocol:
+    route: str  # /verify (one row a request), /verify_batch or /reverify_batch
+    batch_rows: int = 1
 
-    async def probe() -> int:
-        async with aiohttp.ClientSession() as session, session.get(f"{url}/verify_batch") as reply:
-            limit = (await reply.json()).get("max_rows", 1) if reply.status == 200 else 1
-        return batch_sizes({"server": limit}, concurrency)["server"]
+    @property
+    def label(self) -> str:
+        return "one /verify per row" if self.route == "/verify" else f"{self.batch_rows} rows per {self.route} request"
 
-    return asyncio.run(probe())
+    def rows_of(self, requests: Requests) -> list[bytes]:
+        return requests.stored_rows if self.route == "/reverify_batch" else requests.verify_bodies
+
+    def body(self, rows: list[bytes]) -> bytes:
+        if self.route == "/reverify_batch":
+            return b'{"stamp":' + STAMP + b',"rows":[' + b",".join(rows) + b"]}"
+        if self.route == "/verify_batch":
+            return b'{"requests":[' + b",".join(rows) + b"]}"
+        return rows[0]
+
+    def graded(self, answer: bytes, rows: int) -> int:
+        if self.route == "/verify":
+            return rows
+        # /reverify_batch answers its results on the first line, the stored lines after it.
+        return answer.partition(b"\n")[0].count(GRADED[self.route])
+
+    @staticmethod
+    def pipeline(url: str, concurrency: int) -> Protocol:
+        """The protocol and rows per request the pipeline would use with this server at this concurrency."""
+
+        async def limit(session: aiohttp.ClientSession, route: str) -> int:
+            async with session.get(f"{url}{route}") as reply:
+                return (await reply.json()).get("max_rows", 1) if reply.status == 200 else 1
+
+        async def probe() -> Protocol:
+            async with aiohttp.ClientSession() as session:
+                for route in ("/reverify_batch", "/verify_batch"):
+                    if (rows := await limit(session, route)) > 1:
+                        return Protocol(route, batch_sizes({"server": rows}, concurrency)["server"])
+            return Protocol("/verify")
+
+        return asyncio.run(probe())
 
 
-async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int, batch_rows: int) -> int:
-    """POST ``rows`` bodies (cycling through ``bodies``), ``batch_rows`` per request, ``concurrency`` rows in
+async def _drive(url: str, protocol: Protocol, rows_to_send: Sequence[bytes], rows: int, concurrency: int) -> int:
+    """POST ``rows`` rows (cycling through ``rows_to_send``) as ``protocol`` does, ``concurrency`` rows in
     flight; the count of rows not graded (non-200)."""
-    batched = batch_rows > 1
-    verify_url = f"{url}/verify_batch" if batched else f"{url}/verify"
     next_row = 0
     failures = 0
-    requests_in_flight = max(1, concurrency // batch_rows)
+    requests_in_flight = max(1, concurrency // protocol.batch_rows)
     connector = aiohttp.TCPConnector(limit=requests_in_flight, limit_per_host=requests_in_flight)
     async with aiohttp.ClientSession(connector=connector) as session:
 
@@ -147,28 +190,27 @@ async def _drive(url: str, bodies: Sequence[bytes], rows: int, concurrency: int,
             nonlocal next_row, failures
             while next_row < rows:
                 first = next_row
-                next_row = min(rows, next_row + batch_rows)
-                chosen = [bodies[index % len(bodies)] for index in range(first, next_row)]
-                body = b'{"requests":[' + b",".join(chosen) + b"]}" if batched else chosen[0]
-                async with session.post(verify_url, data=body, headers=JSON_HEADERS) as reply:
+                next_row = min(rows, next_row + protocol.batch_rows)
+                chosen = [rows_to_send[index % len(rows_to_send)] for index in range(first, next_row)]
+                async with session.post(
+                    f"{url}{protocol.route}", data=protocol.body(chosen), headers=JSON_HEADERS
+                ) as reply:
                     answer = await reply.read()  # the whole answer, as any client must; not parsed
-                    if reply.status != 200:
-                        failures += len(chosen)
-                    elif batched:
-                        failures += len(chosen) - answer.count(BATCH_ROW_OK)
+                    graded = protocol.graded(answer, len(chosen)) if reply.status == 200 else 0
+                    failures += len(chosen) - graded
 
         await asyncio.gather(*(worker() for _ in range(requests_in_flight)))
     return failures
 
 
 async def _time_once(
-    url: str, bodies: Sequence[bytes], rows: int, concurrency: int, batch_rows: int, server_pid: int
+    url: str, protocol: Protocol, rows_to_send: Sequence[bytes], rows: int, concurrency: int, server_pid: int
 ) -> RawCapacity:
     server_cpu = tree_cpu_seconds(server_pid)
     client_cpu = time.process_time()
     busy, steal = machine_cpu_seconds()
     started = time.perf_counter()
-    failures = await _drive(url, bodies, rows, concurrency, batch_rows)
+    failures = await _drive(url, protocol, rows_to_send, rows, concurrency)
     seconds = time.perf_counter() - started
     busy_after, steal_after = machine_cpu_seconds()
     return RawCapacity(
@@ -180,23 +222,26 @@ async def _time_once(
         server_cpu_s=tree_cpu_seconds(server_pid) - server_cpu,
         machine_busy_s=busy_after - busy,
         machine_steal_s=steal_after - steal,
-        batch_rows=batch_rows,
+        protocol=protocol,
     )
 
 
 async def _warm_then_time(
-    url: str, bodies: Sequence[bytes], rows: int, concurrency: int, batch_rows: int, server_pid: int, repeats: int
+    url: str, protocol: Protocol, rows_to_send: Sequence[bytes], rows: int, concurrency: int, pid: int, repeats: int
 ) -> list[RawCapacity]:
-    await _drive(url, bodies, min(WARMUP_ROWS, rows), concurrency, batch_rows)
-    return [await _time_once(url, bodies, rows, concurrency, batch_rows, server_pid) for _ in range(repeats)]
+    await _drive(url, protocol, rows_to_send, min(WARMUP_ROWS, rows), concurrency)
+    return [await _time_once(url, protocol, rows_to_send, rows, concurrency, pid) for _ in range(repeats)]
 
 
 def measure_raw_capacity(
-    server: ServeProcess, bodies: Sequence[bytes], rows: int, concurrency: int, repeats: int = 3, batch_rows: int = 1
+    server: ServeProcess, protocol: Protocol, requests: Requests, rows: int, concurrency: int, repeats: int = 3
 ) -> list[RawCapacity]:
     """``repeats`` timed passes after one warm-up; a capacity is best judged by the fastest (least disturbed)."""
+    rows_to_send = protocol.rows_of(requests)
     with TreeSampler(server.pid) as sampler:
-        results = asyncio.run(_warm_then_time(server.url, bodies, rows, concurrency, batch_rows, server.pid, repeats))
+        results = asyncio.run(
+            _warm_then_time(server.url, protocol, rows_to_send, rows, concurrency, server.pid, repeats)
+        )
     for result in results:
         result.memory = sampler.report()
     return results

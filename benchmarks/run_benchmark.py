@@ -59,7 +59,7 @@ from process_memory import (
     wait_until_quiet,
 )
 from profile_hotspots import py_spy_executable, record, summarise
-from raw_capacity import RawCapacity, ServeProcess, build_payloads, measure_raw_capacity, pipeline_batch_rows
+from raw_capacity import Protocol, RawCapacity, ServeProcess, build_requests, measure_raw_capacity
 
 from reverify_assets.synthetic.mcqa_rollouts import (
     INPUTS_FILE_NAME,
@@ -395,20 +395,26 @@ def print_cpu(wall_s: float, ours_s: float, busy_s: float, steal_s: float, ours:
 def measure_raw(
     reverify: str, data: Dataset, work: Path, concurrency: int, grading_mode: str, raw_rows: int, repeats: int
 ) -> tuple[list[RawCapacity], list[RawCapacity]]:
-    """Passes with the pipeline's protocol, then (when that is /verify_batch) with one /verify per row, which
-    is what a NeMo Gym server would get."""
+    """Passes with the pipeline's protocol, then (when that batches) with one /verify per row, which is what a
+    NeMo Gym server would get."""
     command = [reverify, "serve", "--config", str(MCQA_CONFIG), f"++{GRADING_MODE_KEY}={grading_mode}"]
     with measuring("raw capacity"):
         started = time.perf_counter()
-        # At most raw_rows distinct bodies (cycled if the data has fewer): memory stays small at any size.
-        bodies = build_payloads(data.inputs, data.rollouts, min(raw_rows, data.rows))
-        print(f"built {len(bodies):,} /verify bodies in {time.perf_counter() - started:.1f} s (not timed)")
+        # At most raw_rows distinct rows (cycled if the data has fewer): memory stays small at any size.
+        requests = build_requests(data.inputs, data.rollouts, min(raw_rows, data.rows))
+        built_s = time.perf_counter() - started
+        print(f"built the requests of {len(requests.stored_rows):,} rows in {built_s:.1f} s (not timed)")
         print(f"$ {' '.join(command)}", flush=True)
         server = ServeProcess(command, work / "serve.log", dict(os.environ))
         try:
-            batch_rows = pipeline_batch_rows(server.url, concurrency)
-            results = measure_raw_capacity(server, bodies, raw_rows, concurrency, repeats, batch_rows)
-            per_row = measure_raw_capacity(server, bodies, raw_rows, concurrency, repeats) if batch_rows > 1 else []
+            protocol = Protocol.pipeline(server.url, concurrency)
+            results = measure_raw_capacity(server, protocol, requests, raw_rows, concurrency, repeats)
+            one_per_row = Protocol("/verify")
+            per_row = (
+                measure_raw_capacity(server, one_per_row, requests, raw_rows, concurrency, repeats)
+                if protocol != one_per_row
+                else []
+            )
         finally:
             server.stop()
     return results, per_row
@@ -423,8 +429,7 @@ def print_raw(passes: Sequence[RawCapacity]) -> None:
     top = best(passes)
     print(
         f"\nraw capacity: {top.rows_per_s:,.0f} rows/s, the best of {len(passes)} passes of {top.rows:,} rows at "
-        f"concurrency {top.concurrency}, "
-        + (f"{top.batch_rows} rows per /verify_batch request" if top.batch_rows > 1 else "one /verify per row")
+        f"concurrency {top.concurrency}, {top.protocol.label}"
     )
     for number, raw in enumerate(passes, 1):
         print(
