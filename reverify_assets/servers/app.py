@@ -14,7 +14,6 @@ thousand rows a second, one HTTP exchange per row costs both sides more than gra
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 
 from aiohttp import web
@@ -23,6 +22,7 @@ from reverify_assets.servers.protocol import (
     MAX_BATCH_ROWS,
     BadVerifyRequest,
     ResourcesServer,
+    each_row,
     json_response,
     read_json_object,
     verify_one,
@@ -48,7 +48,7 @@ def build_app(server: ResourcesServer) -> web.Application:
             return json_response({"detail": "`requests` must be a list of verify requests"}, status=422)
         if len(requests) > MAX_BATCH_ROWS:
             return json_response({"detail": f"at most {MAX_BATCH_ROWS} requests per batch"}, status=413)
-        results = await asyncio.gather(*(verify_one(server, row) for row in requests))
+        results = await each_row(server, (verify_one(server, row) for row in requests))
         return json_response({"results": results})
 
     async def reverify_mode(_: web.Request) -> web.Response:

@@ -20,7 +20,6 @@ CLI would (``build_verify_payload``), grades it, stamps the result and answers t
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import orjson
@@ -34,6 +33,7 @@ from reverify_assets.lib.row_reward import is_masked, numeric_reward
 from reverify_assets.servers.protocol import (
     MAX_BATCH_ROWS,
     ResourcesServer,
+    each_row,
     json_response,
     read_json_object,
     verify_one,
@@ -56,7 +56,7 @@ def add_stored_rows_routes(app: web.Application, server: ResourcesServer) -> Non
             return json_response({"detail": f"at most {MAX_BATCH_ROWS} rows per batch"}, status=413)
         if stamp is not None and not isinstance(stamp, dict):
             return json_response({"detail": "`stamp` must be an object or null"}, status=422)
-        answers = await asyncio.gather(*(reverify_stored(server, row, stamp) for row in rows))
+        answers = await each_row(server, (reverify_stored(server, row, stamp) for row in rows))
         head = orjson.dumps({"results": [result for result, _ in answers]}) + b"\n"
         return web.Response(body=head + b"".join(line for _, line in answers), content_type=NDJSON)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -91,5 +92,30 @@ def test_a_server_without_the_batch_route_gets_one_verify_per_row() -> None:
         async with client_for(app) as client:
             assert await client.batch_limit() == 1
             assert await client.verify(bodies("ok")[0]) == VerifyOutcome({"reward": 0.0, "id": "r0", "do": "ok"})
+
+    run(test)
+
+
+@pytest.mark.parametrize(("verify_waits", "most_at_once"), [(True, 4), (False, 1)])
+def test_a_batch_runs_its_rows_concurrently_only_for_a_server_that_waits(verify_waits: bool, most_at_once: int) -> None:
+    class CountingServer(ResourcesServer):
+        def __init__(self) -> None:
+            self.running = self.most_running = 0
+
+        async def verify(self, body: dict[str, Any]) -> dict[str, Any]:
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+            await asyncio.sleep(0)
+            self.running -= 1
+            return {"id": body["id"], "reward": 1.0}
+
+    server = CountingServer()
+    server.verify_waits = verify_waits
+
+    async def test() -> None:
+        async with client_for(build_app(server)) as client:
+            outcomes = await client.verify_batch(bodies("ok", "ok", "ok", "ok"))
+        assert [(outcome.result or {}).get("id") for outcome in outcomes] == ["r0", "r1", "r2", "r3"]
+        assert server.most_running == most_at_once
 
     run(test)

@@ -32,6 +32,7 @@ class MCQAServer(ResourcesServer):
 
     reverify_mode: ClassVar[ReverifyMode] = ReverifyMode.STATELESS
     metrics_hooks: ClassVar[MetricsHooks] = MetricsHooks(mcqa_metrics.compute_metrics, mcqa_metrics.get_key_metrics)
+    verify_waits: ClassVar[bool] = False
 
     def __init__(self, config: MCQAServerConfig) -> None:
         self.config = config
