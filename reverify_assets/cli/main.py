@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
@@ -132,5 +133,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def entry() -> None:
+    """The ``reverify`` command: ``main``, then an exit that skips the interpreter's teardown.
+
+    When ``main`` returns, every file is closed and every server stopped, and the exit handlers still run
+    (file locks, temporary files); what is skipped is CPython freeing the objects of Dagster, polars and the
+    run one by one, which kept the user waiting about half a second after a 20,000-row run.
+    """
+    exit_code: list[int] = []
+    atexit.register(_exit_now, exit_code)  # registered first, so it runs after every other exit handler
+    exit_code.append(main())
+    sys.exit(exit_code[0])
+
+
+def _exit_now(exit_code: list[int]) -> None:
+    if not exit_code:  # main raised: Python reports it and exits as usual
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+            pass
+    os._exit(exit_code[0])
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
