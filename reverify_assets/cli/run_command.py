@@ -1,8 +1,8 @@
 """``reverify run``: check everything up front, then materialize the rescoring assets.
 
 The start-up runs three things at once: the built-in servers start in their own processes, and the key scans,
-the join and the inputs' fingerprints run in threads (polars and hashlib, without the GIL), while this thread
-imports Dagster and opens its instance. Their errors are raised before the Dagster run is created, as the
+the join and the inputs' fingerprints run in threads (polars and hashlib, without the GIL), while another thread
+imports Dagster. Their errors are raised as soon as they are found, before the Dagster run is created, as the
 other input errors are.
 """
 
@@ -14,6 +14,7 @@ import logging
 from pydantic import ValidationError
 
 from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.lib import prefetch
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.resume_cache import max_attempts_from
@@ -92,9 +93,9 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     join_with = None if options.judge_failed_only else setup
     prefetched = PrefetchedInputs(options.inputs, options.rollouts, limit=limit, join_with=join_with)
     with servers, prefetched:
-        import dagster  # noqa: F401  (most of the start-up: an input error found meanwhile is said right after)
-
-        prefetched.raise_if_failed()
+        # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that
+        # an input error is said as soon as it is found.
+        prefetched.wait_for(prefetch.start_import("reverify_assets.defs.materialization"))
         from reverify_assets.cli.summary import print_run_summary
         from reverify_assets.defs.materialization import materialize_rescoring
         from reverify_assets.defs.resources import RescoringResource

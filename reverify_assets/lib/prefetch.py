@@ -9,6 +9,7 @@ only while the files it was made from are unchanged (same inode, size and modifi
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import sys
 import threading
@@ -56,6 +57,17 @@ def take(key: Hashable) -> Future[Any] | None:
     except OSError:
         unchanged = False
     return started.result if unchanged else None
+
+
+def start_import(module: str) -> Future[None]:
+    """Import ``module`` in a thread of its own, so that the thread that waits for it can watch other work."""
+
+    def load() -> None:
+        importlib.import_module(module)
+
+    future: Future[None] = Future()
+    threading.Thread(target=_fulfil, args=(future, load, False), name=f"import {module}", daemon=True).start()
+    return future
 
 
 def forget(key: Hashable) -> None:

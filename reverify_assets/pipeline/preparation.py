@@ -8,11 +8,12 @@ assets that need them then take their results instead of doing the work again.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -37,6 +38,7 @@ from reverify_assets.lib.payload import missing_response_message
 from reverify_assets.lib.sorted_keys import first_appearance_groups
 from reverify_assets.servers.registry import validate_builtin_block
 
+T = TypeVar("T")
 ROUTE_FIELDS = ("agent_ref", "task_source", "_ng_environment_server")
 # Reads `response` as null when missing (or null) and as a struct when it is an object, without building it.
 RESPONSE_PRESENCE = pl.Struct({"__reverify_presence__": pl.Null})
@@ -220,6 +222,15 @@ class PrefetchedInputs:
             if not check.done():
                 return
             check.result()
+
+    def wait_for(self, other: Future[T]) -> T:
+        """``other``'s result, unless a scan or the join fails first: that error is raised as soon as it is known."""
+        while True:
+            pending = [check for check in self._checks if not check.done()]
+            futures.wait([other, *pending], return_when=futures.FIRST_COMPLETED)
+            self.raise_if_failed()
+            if other.done():
+                return other.result()
 
     def wait(self) -> None:
         """Wait for the scans and the join; raise the first error, in the order the assets would meet them.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import Future
 from pathlib import Path
 
 import orjson
@@ -139,6 +140,25 @@ def test_raise_if_failed_raises_what_is_known(files: tuple[Path, Path], setup: V
             prefetched.wait()
         with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
             prefetched.raise_if_failed()
+
+
+def test_wait_for_raises_a_scan_error_without_waiting_for_the_other_work(
+    files: tuple[Path, Path], setup: VerifierSetup
+) -> None:
+    inputs, rollouts = files
+    inputs.write_bytes(b"not json\n")
+    never_done: Future[None] = Future()
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+        with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
+            prefetched.wait_for(never_done)
+
+
+def test_wait_for_hands_over_the_other_work_and_its_error(files: tuple[Path, Path], setup: VerifierSetup) -> None:
+    with PrefetchedInputs(*files, limit=None, join_with=setup) as prefetched:
+        assert prefetched.wait_for(prefetch.start_import("reverify_assets.lib.keys")) is None
+        with pytest.raises(ModuleNotFoundError, match=r"reverify_assets\.no_such_module"):
+            prefetched.wait_for(prefetch.start_import("reverify_assets.no_such_module"))
+        prefetched.wait()
 
 
 MCQA = ServerBlock("mcqa", "mcqa", {"grading_mode": "lenient_boxed"})
