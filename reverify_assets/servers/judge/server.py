@@ -237,4 +237,3 @@ class EquivalenceJudgeServer(ResourcesServer):
             "extracted_answer": extracted or None,
             "judge_evaluations": evaluations,
         }
-

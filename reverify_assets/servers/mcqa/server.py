@@ -73,4 +73,3 @@ class MCQAServer(ResourcesServer):
             "expected_answer": result.expected_answer,
             "extracted_answer": result.extracted_answer,
         }
-
