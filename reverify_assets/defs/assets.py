@@ -44,7 +44,9 @@ from reverify_assets.pipeline.output_flips import tally_output_flips
 from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
+    hand_over_plan,
     join_and_route,
+    read_plan,
     rollouts_scan_limit,
     scan_inputs,
     scan_rollouts,
@@ -108,6 +110,7 @@ def _plan(
         plan = plan.join(pl.read_parquet(exclude.index).select(KEY_COLUMNS), on=KEY_COLUMNS, how="anti")
     target = work_dir(context) / f"{context.asset_key.to_python_identifier()}.parquet"
     write_parquet_atomic(plan, target)
+    hand_over_plan(target, plan)
     handle = PlanHandle(
         inputs=inputs.source,
         rollouts=responses.source,
@@ -144,7 +147,7 @@ def _verify(
 ) -> Iterator[dg.Output[OutputHandle]]:
     """``against_stored``: count the output's flips against the rewards its rollouts stored."""
     step = rescoring.verify_step(responses=payloads.rollouts)
-    plan = pl.read_parquet(payloads.plan)
+    plan = read_plan(Path(payloads.plan))
     result = run_verification(plan, rescoring.verifier_setup(), step, on_progress=_log_progress)
     stats, files, config_hash = result.stats, result.files, payloads.config_hash
     rows_name, failures_name = names

@@ -47,6 +47,13 @@ def start(key: Hashable, files: Sequence[Path], work: Callable[[], T], *, low_pr
     return future
 
 
+def hand_over(key: Hashable, files: Sequence[Path], result: Any) -> None:
+    """Leave a result already made, for ``take(key)`` in a later step of the same process."""
+    future: Future[Any] = Future()
+    future.set_result(result)
+    _started[key] = _Started(tuple(files), tuple(_identity(path) for path in files), future)
+
+
 def take(key: Hashable) -> Future[Any] | None:
     """The work started under ``key`` (once), unless one of its files changed since it started."""
     started = _started.pop(key, None)

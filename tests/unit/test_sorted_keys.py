@@ -52,6 +52,26 @@ def test_first_row_of_each_key_keeps_the_lowest_by_order() -> None:
 
 
 @pytest.mark.parametrize(
+    ("keys", "kept"),
+    [
+        ([], []),
+        ([(0, 0), (0, 1), (1, 0), (5, 3)], [(0, 0), (0, 1), (1, 0), (5, 3)]),  # in order already: as it is
+        ([(0, 1), (0, 0), (1, 0)], [(0, 0), (0, 1), (1, 0)]),  # out of order within a task
+        ([(1, 0), (0, 5)], [(0, 5), (1, 0)]),  # out of order across tasks
+        ([(0, 0), (0, 0), (1, 0)], [(0, 0), (1, 0)]),  # in order but a key twice
+        ([(-3, BIG), (BIG, -3)], [(-3, BIG), (BIG, -3)]),
+    ],
+)
+def test_first_row_of_each_key_sorts_only_what_needs_it(
+    keys: list[tuple[int, int]], kept: list[tuple[int, int]]
+) -> None:
+    frame = keys_frame(keys, position=list(range(len(keys))))
+    result = first_row_of_each_key(frame)
+    assert result.select("task", "rollout").rows() == kept
+    assert (result is frame) == (keys == kept)
+
+
+@pytest.mark.parametrize(
     "keys",
     [
         [(0, 0), (0, 1), (1, 0), (5, 3)],

@@ -8,6 +8,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import orjson
+import polars as pl
 import pytest
 
 from reverify_assets.config.topology import ServerBlock
@@ -159,6 +160,19 @@ def test_wait_for_hands_over_the_other_work_and_its_error(files: tuple[Path, Pat
         with pytest.raises(ModuleNotFoundError, match=r"reverify_assets\.no_such_module"):
             prefetched.wait_for(prefetch.start_import("reverify_assets.no_such_module"))
         prefetched.wait()
+
+
+def test_the_verify_step_takes_the_plan_its_process_wrote_once_then_reads_the_file(tmp_path: Path) -> None:
+    plan, path = pl.DataFrame({"task": [0, 1], "rollout": [0, 0]}), tmp_path / "plan.parquet"
+    plan.write_parquet(path)
+    preparation.hand_over_plan(path, plan)
+    assert preparation.read_plan(path) is plan
+    again = preparation.read_plan(path)
+    assert again is not plan and again.equals(plan)
+    preparation.hand_over_plan(path, plan)
+    changed = pl.DataFrame({"task": [5], "rollout": [1]})
+    changed.write_parquet(path)  # a newer plan written after the hand-over: the file wins
+    assert preparation.read_plan(path).equals(changed)
 
 
 MCQA = ServerBlock("mcqa", "mcqa", {"grading_mode": "lenient_boxed"})
