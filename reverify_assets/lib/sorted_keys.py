@@ -89,6 +89,8 @@ def first_appearance_groups(frame: pl.DataFrame, columns: Sequence[str]) -> tupl
     Returns each row's group number and each group's first row.
     """
     group = np.zeros(frame.height, dtype=np.int64)
+    if all(_all_alike(frame[name]) for name in columns):  # one group, as routing fields mostly are
+        return group, np.zeros(min(1, frame.height), dtype=np.int64)
     for name in columns:
         ranks = frame[name].rank("dense").fill_null(0).to_numpy().astype(np.int64)
         width = int(ranks.max()) + 1 if len(ranks) else 1
@@ -99,3 +101,8 @@ def first_appearance_groups(frame: pl.DataFrame, columns: Sequence[str]) -> tupl
     renumbered = np.empty_like(order)
     renumbered[order] = np.arange(len(order))
     return renumbered[group], first_rows[order]
+
+
+def _all_alike(column: pl.Series) -> bool:
+    """Whether every value equals the first (null equal to null): one pass, no sort."""
+    return column.is_empty() or bool(column.eq_missing(column[0]).all())

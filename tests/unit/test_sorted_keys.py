@@ -99,12 +99,16 @@ def test_positions_in() -> None:
     assert at[found].tolist() == [2, 0, 1]
 
 
-def test_first_appearance_groups_match_a_dict() -> None:
+@pytest.mark.parametrize(
+    "values",
+    [["a", "b", None, "a b"], ["same"], [None], ["a", None]],
+    ids=["several groups", "one group", "all null", "null and a value"],
+)
+def test_first_appearance_groups_match_a_dict(values: list[str | None]) -> None:
     rng = random.Random(7)
-    values = ["a", "b", None, "a b"]
-    frame = pl.DataFrame({name: [rng.choice(values) for _ in range(500)] for name in ("x", "y")}).with_columns(
-        pl.col("x").cast(pl.Categorical)
-    )
+    frame = pl.DataFrame(
+        {name: [rng.choice(values) for _ in range(500)] for name in ("x", "y")}, schema={"x": pl.String, "y": pl.String}
+    ).with_columns(pl.col("x").cast(pl.Categorical))
     group_of_row, first_rows = first_appearance_groups(frame, ["x", "y"])
     seen: dict[tuple[object, object], int] = {}
     expected = [seen.setdefault(row, len(seen)) for row in frame.iter_rows()]
