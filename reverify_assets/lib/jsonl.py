@@ -18,6 +18,10 @@ import orjson
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.atomic_files import temporary_name
 
+# Rows run to kilobytes: with the default 8 KiB buffer, iterating a 245 MB output took 0.09-0.10 s, with
+# 64 KiB 0.04-0.05 s.
+READ_BUFFER_BYTES = 1 << 16
+
 
 @dataclass(frozen=True, slots=True)
 class JsonlLine:
@@ -30,7 +34,7 @@ class JsonlLine:
 def iter_jsonl(path: Path) -> Iterator[JsonlLine]:
     """Yield every row of a JSONL file; a blank line, bad JSON or a non-object is an error naming the line."""
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb", buffering=READ_BUFFER_BYTES)
     except OSError as exc:
         raise ReverifyError(f"cannot read {path}: {exc.strerror}") from exc
     with fh:
