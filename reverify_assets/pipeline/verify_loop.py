@@ -104,8 +104,8 @@ def _settle_stored(
     pair = pairs.read(planned.key, planned.input_at, planned.rollout_at)
     if outcome.stale:
         raise ReverifyError(
-            f"the verifier could not make a verify request of the stored rows of {describe_key(planned.key)} "
-            f"that this run reads without fault: {outcome.error}"
+            f"the server could not make a verify request of the stored rows of {describe_key(planned.key)}, "
+            f"which this run reads without fault: {outcome.error}"
         )
     routed = route_verify_failure(pair.payload, planned.key, outcome.error or "unknown error", stamp)
     return _Settled(planned.key, routed, pair.stored_reward, pair.stored_masked)
