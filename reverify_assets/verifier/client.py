@@ -232,7 +232,7 @@ def _settle_reverify_batch(
 
 def _stored_row_outcome(result: dict[str, Any], lines: Iterator[bytes]) -> StoredRowOutcome:
     destination = Destination(result["destination"])
-    line = b"" if destination is Destination.NOWHERE else next(lines) + b"\n"
+    line = b"" if destination is Destination.NOWHERE else _next_line(lines)
     failure_class = result.get("failure_class")
     routed = RoutedRow(
         destination,
@@ -242,6 +242,13 @@ def _stored_row_outcome(result: dict[str, Any], lines: Iterator[bytes]) -> Store
         result.get("masked") is True,
     )
     return StoredRowOutcome(routed, _number(result.get("stored_reward")), result.get("stored_masked") is True)
+
+
+def _next_line(lines: Iterator[bytes]) -> bytes:
+    line = next(lines, b"")
+    if not line:  # a stored row is never empty
+        raise ValueError("a result's line is missing")
+    return line + b"\n"
 
 
 def _number(value: Any) -> float | None:

@@ -155,17 +155,21 @@ def test_oversized_and_malformed_requests_are_refused_whole() -> None:
     run(test)
 
 
+OUTPUT_RESULT = b'{"status":200,"destination":"output","reward":1}'
+
+
 @pytest.mark.parametrize(
-    "reply",
+    ("reply", "rows"),
     [
-        b'{"results":[{"status":200,"destination":"output","reward":1}]}\n',  # the line is missing
-        b'{"results":[{"status":200,"destination":"nowhere"}]}\n{"extra":1}\n',  # a line too many
-        b'{"results":[{"status":200,"destination":"elsewhere"}]}\n',
-        b'{"results":[]}\n',
-        b"not json\n",
+        (b'{"results":[%b]}\n' % OUTPUT_RESULT, 1),  # the line is missing
+        (b'{"results":[%b,%b,%b]}\n{"a":1}\n' % ((OUTPUT_RESULT,) * 3), 3),  # lines missing after the first
+        (b'{"results":[{"status":200,"destination":"nowhere"}]}\n{"extra":1}\n', 1),  # a line too many
+        (b'{"results":[{"status":200,"destination":"elsewhere"}]}\n', 1),
+        (b'{"results":[]}\n', 1),
+        (b"not json\n", 1),
     ],
 )
-def test_a_reply_whose_results_and_lines_do_not_match_fails_its_rows(reply: bytes) -> None:
+def test_a_reply_whose_results_and_lines_do_not_match_fails_its_rows(reply: bytes, rows: int) -> None:
     async def answer(_: web.Request) -> web.Response:
         return web.Response(body=reply, content_type="application/x-ndjson")
 
@@ -174,9 +178,12 @@ def test_a_reply_whose_results_and_lines_do_not_match_fails_its_rows(reply: byte
 
     async def test() -> None:
         async with client_for(app) as client:
-            (outcome,) = await client.reverify_batch([stored_row(0, *stored_pair(0, "ok"))], b"null")
-        assert outcome == StoredRowOutcome(error=outcome.error)
-        assert (outcome.error or "").startswith("the reverify_batch reply is malformed")
+            outcomes = await client.reverify_batch(
+                [stored_row(task, *stored_pair(task, "ok")) for task in range(rows)], b"null"
+            )
+        for outcome in outcomes:
+            assert outcome == StoredRowOutcome(error=outcome.error)
+            assert (outcome.error or "").startswith("the reverify_batch reply is malformed")
 
     run(test)
 
