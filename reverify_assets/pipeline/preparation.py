@@ -39,6 +39,7 @@ from reverify_assets.lib.sorted_keys import first_appearance_groups
 from reverify_assets.servers.registry import validate_builtin_block
 
 T = TypeVar("T")
+HANDED_OVER_PLAN = ("plan file",)
 ROUTE_FIELDS = ("agent_ref", "task_source", "_ng_environment_server")
 # Reads `response` as null when missing (or null) and as a struct when it is an object, without building it.
 RESPONSE_PRESENCE = pl.Struct({"__reverify_presence__": pl.Null})
@@ -173,19 +174,18 @@ def take_prefetched_plan(inputs: Path, rollouts: Path, limit: int | None, config
 
 
 def hand_over_plan(path: Path, plan: pl.DataFrame) -> None:
-    """The plan as written to ``path``, kept for ``read_plan`` in the verify step of the same process."""
-    prefetch.hand_over(_plan_file_key(path), [path], plan)
+    """The plan as written to ``path``, kept for ``read_plan`` in the verify step of the same process; a
+    process keeps one plan at most (the latest), even if no verify step follows."""
+    prefetch.hand_over(HANDED_OVER_PLAN, [path], (path.resolve(), plan))
 
 
 def read_plan(path: Path) -> pl.DataFrame:
     """The plan at ``path``: the frame itself when this process wrote it, else read back. At a million rows,
     reading it back needed about 80 MB more than the frame, at the moment the verify step starts."""
-    started = prefetch.take(_plan_file_key(path))
-    return started.result() if started is not None else pl.read_parquet(path)
-
-
-def _plan_file_key(path: Path) -> Hashable:
-    return ("plan file", path.resolve())
+    started = prefetch.take(HANDED_OVER_PLAN)
+    if started is not None and (handed := started.result())[0] == path.resolve():
+        return handed[1]
+    return pl.read_parquet(path)
 
 
 def _take_prefetched(key: Hashable) -> Any:
@@ -247,11 +247,12 @@ class PrefetchedInputs:
     def wait_for(self, other: Future[T]) -> T:
         """``other``'s result, unless a scan or the join fails first: that error is raised as soon as it is known."""
         while True:
-            pending = [check for check in self._checks if not check.done()]
-            futures.wait([other, *pending], return_when=futures.FIRST_COMPLETED)
+            # Checked before each wait: a check that failed (or all finished) before it is not waited for again.
             self.raise_if_failed()
             if other.done():
                 return other.result()
+            pending = [check for check in self._checks if not check.done()]
+            futures.wait([other, *pending], return_when=futures.FIRST_COMPLETED)
 
     def wait(self) -> None:
         """Wait for the scans and the join; raise the first error, in the order the assets would meet them.

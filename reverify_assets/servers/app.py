@@ -8,7 +8,8 @@ thousand rows a second, one HTTP exchange per row costs both sides more than gra
 * ``POST /verify_batch`` takes ``{"requests": [<verify body>, ...]}`` (at most N) and answers
   ``{"results": [...]}`` in the same order, each ``{"status": 200, "response": <verify answer>}`` or
   ``{"status": 422 | 500, "detail": "..."}``: exactly what ``/verify`` would have answered that row.
-  The rows are verified concurrently, as separate ``/verify`` requests would be.
+  A server whose ``verify`` waits (a judge) verifies the rows concurrently, as separate ``/verify``
+  requests would be; one that only computes, one after another (``ResourcesServer.verify_waits``).
 * ``/reverify_batch``: stored rows in, lines to store out (see ``stored_rows``).
 """
 

@@ -2,7 +2,7 @@
 
 The CLI already holds each row as two stored lines, its materialized input and its rollout. Through
 ``/verify_batch`` it parsed both, built and serialised the verify request, then parsed the answer and
-serialised it again to stamp it: about half the CLI's time went on those round trips. Here it sends the
+serialised it again to stamp it: more than half the CLI's time went on those round trips. Here it sends the
 two lines as they are, and the server, which parses its request anyway, builds the verify request as the
 CLI would (``build_verify_payload``), grades it, stamps the result and answers the line to store
 (``route_result``): each row is parsed once and serialised once, and the file holds the same bytes.
@@ -77,7 +77,8 @@ async def reverify_stored(
         return answer, b""
     result = answer["response"]
     if "reward" not in result:
-        return {"status": 500, "detail": f"the verify answer has no `reward`: {orjson.dumps(result)[:500]!r}"}, b""
+        shown = orjson.dumps(result)[:500].decode(errors="replace")
+        return {"status": 500, "detail": f"the verify answer has no `reward`: {shown}"}, b""
     routed = route_result(result, payload, key, stamp)
     summary = {
         "status": 200,

@@ -154,6 +154,17 @@ def test_wait_for_raises_a_scan_error_without_waiting_for_the_other_work(
             prefetched.wait_for(never_done)
 
 
+@pytest.mark.timeout(20)
+def test_wait_for_raises_an_error_found_before_it_was_called(files: tuple[Path, Path]) -> None:
+    inputs, rollouts = files
+    rollouts.write_bytes(b"not json\n")
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
+        with pytest.raises(ReverifyError, match=r"rollouts.jsonl:1: malformed JSON"):
+            prefetched.wait()  # every check has finished now, one of them failed
+        with pytest.raises(ReverifyError, match=r"rollouts.jsonl:1: malformed JSON"):
+            prefetched.wait_for(Future())  # waited on nothing left to finish: hung before the fix
+
+
 def test_wait_for_hands_over_the_other_work_and_its_error(files: tuple[Path, Path], setup: VerifierSetup) -> None:
     with PrefetchedInputs(*files, limit=None, join_with=setup) as prefetched:
         assert prefetched.wait_for(prefetch.start_import("reverify_assets.lib.keys")) is None
@@ -173,6 +184,13 @@ def test_the_verify_step_takes_the_plan_its_process_wrote_once_then_reads_the_fi
     changed = pl.DataFrame({"task": [5], "rollout": [1]})
     changed.write_parquet(path)  # a newer plan written after the hand-over: the file wins
     assert preparation.read_plan(path).equals(changed)
+    other = tmp_path / "other.parquet"
+    plan.write_parquet(other)
+    preparation.hand_over_plan(path, changed)
+    preparation.hand_over_plan(other, plan)  # replaces the first: a process keeps one plan at most
+    assert preparation.read_plan(other) is plan
+    from_file = preparation.read_plan(path)
+    assert from_file is not changed and from_file.equals(changed)
 
 
 MCQA = ServerBlock("mcqa", "mcqa", {"grading_mode": "lenient_boxed"})
