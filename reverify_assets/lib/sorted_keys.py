@@ -17,8 +17,12 @@ INT64_LIMIT = 1 << 63
 # In a frame sorted by key: the rows whose key is the one of the row before (null on the first row).
 SAME_KEY_AS_PREVIOUS = (pl.col("task") == pl.col("task").shift(1)) & (pl.col("rollout") == pl.col("rollout").shift(1))
 # Whether every row's key is greater than the one of the row before (true of no rows).
+# Compared, not subtracted: a difference of two int64 keys can overflow.
 STRICTLY_IN_KEY_ORDER = (
-    ((pl.col("task").diff() > 0) | ((pl.col("task").diff() == 0) & (pl.col("rollout").diff() > 0)))
+    (
+        (pl.col("task") > pl.col("task").shift(1))
+        | ((pl.col("task") == pl.col("task").shift(1)) & (pl.col("rollout") > pl.col("rollout").shift(1)))
+    )
     .fill_null(True)
     .all()
 )

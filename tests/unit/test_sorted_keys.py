@@ -23,6 +23,9 @@ from reverify_assets.lib.sorted_keys import (
 BIG = (1 << 62) + 5
 
 
+EDGE = (1 << 63) - 1  # the largest int64
+
+
 def keys_frame(keys: list[tuple[int, int]], **columns: list[object]) -> pl.DataFrame:
     return pl.DataFrame(
         {"task": [k[0] for k in keys], "rollout": [k[1] for k in keys], **columns},
@@ -60,6 +63,7 @@ def test_first_row_of_each_key_keeps_the_lowest_by_order() -> None:
         ([(1, 0), (0, 5)], [(0, 5), (1, 0)]),  # out of order across tasks
         ([(0, 0), (0, 0), (1, 0)], [(0, 0), (1, 0)]),  # in order but a key twice
         ([(-3, BIG), (BIG, -3)], [(-3, BIG), (BIG, -3)]),
+        ([(EDGE, 0), (-EDGE, 0)], [(-EDGE, 0), (EDGE, 0)]),  # their difference overflows int64
     ],
 )
 def test_first_row_of_each_key_sorts_only_what_needs_it(
