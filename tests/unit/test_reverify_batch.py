@@ -186,18 +186,3 @@ def test_a_reply_whose_results_and_lines_do_not_match_fails_its_rows(reply: byte
             assert (outcome.error or "").startswith("the reverify_batch reply is malformed")
 
     run(test)
-
-
-def test_a_server_without_the_route_is_sent_verify_requests() -> None:
-    async def verify(request: web.Request) -> web.Response:
-        return web.json_response({"reward": 0.0, **(await request.json())})
-
-    app = web.Application()
-    app.router.add_post("/verify", verify)
-
-    async def test() -> None:
-        async with client_for(app) as client:
-            assert await client.stored_rows_limit() == 0
-            assert await client.batch_limit() == 1
-
-    run(test)

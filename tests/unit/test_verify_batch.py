@@ -81,7 +81,7 @@ def test_oversized_and_malformed_batches_are_refused_whole() -> None:
     run(test)
 
 
-def test_a_server_without_the_batch_route_gets_one_verify_per_row() -> None:
+def test_a_server_without_the_batch_routes_gets_one_verify_per_row() -> None:
     async def verify(request: web.Request) -> web.Response:
         return web.json_response({"reward": 0.0, **(await request.json())})
 
@@ -91,6 +91,7 @@ def test_a_server_without_the_batch_route_gets_one_verify_per_row() -> None:
     async def test() -> None:
         async with client_for(app) as client:
             assert await client.batch_limit() == 1
+            assert await client.stored_rows_limit() == 0
             assert await client.verify(bodies("ok")[0]) == VerifyOutcome({"reward": 0.0, "id": "r0", "do": "ok"})
 
     run(test)
