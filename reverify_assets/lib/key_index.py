@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
@@ -174,21 +175,33 @@ def join_rollouts_to_inputs(inputs: KeyIndex, rollouts: KeyIndex) -> pl.DataFram
     """Pair every rollout with its input row, sorted by key; each key is in ``inputs`` once at most.
 
     Columns: task, rollout, input_offset, input_line, rollout_offset, rollout_line, then any further
-    columns the inputs index carries.
+    columns the inputs index carries. Each column of the plan is gathered once, straight from the two
+    indexes, by row numbers found on packed keys: at a million rows, sorting both indexes first and
+    then putting the plan together held about 50 MB more at the peak.
     """
     extra_columns = [name for name in inputs.frame.columns if name not in INDEX_SCHEMA]
-    wanted = rollouts.frame.rename({"offset": "rollout_offset", "line": "rollout_line"}).sort(KEY_COLUMNS)
-    known = inputs.frame.rename({"offset": "input_offset", "line": "input_line"}).sort(KEY_COLUMNS)
+    wanted = rollouts.frame.rename({"offset": "rollout_offset", "line": "rollout_line"})
+    known = inputs.frame.rename({"offset": "input_offset", "line": "input_line"})
     packed = packed_keys([known, wanted])
     if packed is None:
         return _hash_join(known, wanted, rollouts, inputs.path, extra_columns)
-    at, found = positions_in(*packed)
+    known_keys, wanted_keys = packed
+    # Materialized inputs come in key order; only inputs out of order need sorting to be searched.
+    known_order = None if bool((known_keys[1:] > known_keys[:-1]).all()) else np.argsort(known_keys, kind="stable")
+    at, found = positions_in(known_keys if known_order is None else known_keys[known_order], wanted_keys)
+    del known_keys
     if not found.all():
         _reject_missing(wanted.filter(pl.Series(~found)), rollouts.path, inputs.path)
-    matched = known.select("input_offset", "input_line", *extra_columns)[at]
-    return pl.concat(
-        [wanted.select(KEY_COLUMNS), matched, wanted.select("rollout_offset", "rollout_line")], how="horizontal"
-    ).select("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", *extra_columns)
+    plan_order = np.argsort(wanted_keys, kind="stable")
+    del wanted_keys
+    input_rows = at[plan_order] if known_order is None else known_order[at[plan_order]]
+    del at, known_order
+    matched = known.select("input_offset", "input_line", *extra_columns)[input_rows]
+    del input_rows
+    ordered = wanted.select("task", "rollout", "rollout_offset", "rollout_line")[plan_order]
+    return pl.concat([ordered, matched], how="horizontal").select(
+        "task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", *extra_columns
+    )
 
 
 def _hash_join(

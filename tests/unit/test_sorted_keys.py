@@ -81,6 +81,7 @@ def test_first_row_of_each_key_sorts_only_what_needs_it(
         [(0, 0), (0, 1), (1, 0), (5, 3)],
         [(-7, 2), (-7, -1), (3, -9), (0, 0)],
         [(10**9, 10**6), (0, 10**6 - 1)],
+        [(0, -(2**62)), (2**22, -(2**62) + 2**40), (2**22, -(2**62))],  # packing wraps around on the way
     ],
 )
 def test_packed_keys_order_rows_as_the_pairs_do(keys: list[tuple[int, int]]) -> None:
@@ -131,13 +132,20 @@ def index(keys: list[tuple[int, int]], path: str) -> KeyIndex:
 
 
 @pytest.mark.parametrize("far", [False, True], ids=["packed", "hash-join fallback"])
-def test_join_pairs_rows_sorted_by_key_either_way(far: bool) -> None:
+@pytest.mark.parametrize("inputs_in_order", [False, True])
+def test_join_pairs_rows_sorted_by_key_either_way(far: bool, inputs_in_order: bool) -> None:
     last = BIG if far else 9
-    inputs = index([(last, 0), (0, 1), (0, 0), (4, 4)], "in.jsonl")
+    input_keys = [(last, 0), (0, 1), (0, 0), (4, 4)]
+    inputs = index(sorted(input_keys) if inputs_in_order else input_keys, "in.jsonl")
     rollouts = index([(0, 1), (last, 0), (0, 0)], "out.jsonl")
     plan = join_rollouts_to_inputs(inputs, rollouts)
     assert plan.columns == ["task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line"]
-    assert plan.rows() == [(0, 0, 20, 3, 20, 3), (0, 1, 10, 2, 0, 1), (last, 0, 0, 1, 10, 2)]
+    input_at = {key: (10 * i, i + 1) for i, key in enumerate(inputs.frame.select("task", "rollout").rows())}
+    assert plan.rows() == [
+        (0, 0, *input_at[(0, 0)], 20, 3),
+        (0, 1, *input_at[(0, 1)], 0, 1),
+        (last, 0, *input_at[(last, 0)], 10, 2),
+    ]
 
 
 @pytest.mark.parametrize("far", [False, True], ids=["packed", "hash-join fallback"])
