@@ -18,7 +18,7 @@ import polars as pl
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl, parse_row
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
-from reverify_assets.lib.sorted_keys import KEY_COLUMNS, duplicated_keys, packed_keys, positions_in
+from reverify_assets.lib.sorted_keys import KEY_COLUMNS, duplicated_keys, is_sorted, packed_keys, positions_in
 
 INDEX_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "offset": pl.Int64, "line": pl.Int64}
 JSON_WHITESPACE = frozenset(b" \t\r\n")
@@ -30,7 +30,7 @@ BLOCK_BYTES = 8 << 20
 @dataclass(frozen=True)
 class KeyIndex:
     path: Path
-    frame: pl.DataFrame  # task, rollout, offset, line; in file order
+    frame: pl.DataFrame  # task, rollout, offset, line; in file order (the prefetched rollouts: in key order)
 
     @property
     def rows(self) -> int:
@@ -186,19 +186,24 @@ def join_rollouts_to_inputs(inputs: KeyIndex, rollouts: KeyIndex) -> pl.DataFram
     if packed is None:
         return _hash_join(known, wanted, rollouts, inputs.path, extra_columns)
     known_keys, wanted_keys = packed
-    # Materialized inputs come in key order; only inputs out of order need sorting to be searched.
-    known_order = None if bool((known_keys[1:] > known_keys[:-1]).all()) else np.argsort(known_keys, kind="stable")
+    # Indexes already in key order (materialized inputs as NeMo Gym writes them, the prefetched rollouts) are
+    # searched and taken as they are.
+    known_order = None if is_sorted(known_keys) else np.argsort(known_keys, kind="stable")
     at, found = positions_in(known_keys if known_order is None else known_keys[known_order], wanted_keys)
     del known_keys
     if not found.all():
         _reject_missing(wanted.filter(pl.Series(~found)), rollouts.path, inputs.path)
-    plan_order = np.argsort(wanted_keys, kind="stable")
+    plan_order = None if is_sorted(wanted_keys) else np.argsort(wanted_keys, kind="stable")
     del wanted_keys
-    input_rows = at[plan_order] if known_order is None else known_order[at[plan_order]]
+    input_rows = at if plan_order is None else at[plan_order]
+    if known_order is not None:
+        input_rows = known_order[input_rows]
     del at, known_order
     matched = known.select("input_offset", "input_line", *extra_columns)[input_rows]
     del input_rows
-    ordered = wanted.select("task", "rollout", "rollout_offset", "rollout_line")[plan_order]
+    ordered = wanted.select("task", "rollout", "rollout_offset", "rollout_line")
+    if plan_order is not None:
+        ordered = ordered[plan_order]
     return pl.concat([ordered, matched], how="horizontal").select(
         "task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", *extra_columns
     )

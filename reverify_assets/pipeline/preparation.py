@@ -35,7 +35,7 @@ from reverify_assets.lib.key_index import (
 )
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
-from reverify_assets.lib.sorted_keys import first_appearance_groups
+from reverify_assets.lib.sorted_keys import first_appearance_groups, sorted_by_key
 from reverify_assets.servers.registry import validate_builtin_block
 
 T = TypeVar("T")
@@ -151,6 +151,13 @@ def _scan_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: b
     return index
 
 
+def _in_key_order(index: KeyIndex) -> KeyIndex:
+    """The index sorted by key, before anything else holds it: the file-order copy is let go at once, and the
+    join takes the sorted columns into the plan as they are. At a million rows the start-up's peak, the join,
+    held about 30 MB less than when the join sorted them itself."""
+    return KeyIndex(index.path, sorted_by_key(index.frame))
+
+
 def rollouts_scan_limit(limit: int | None, judge_failed_only: bool) -> int | None:
     """The rows of --rollouts to index: in judge recovery --limit counts recovered rows, never the successes."""
     return None if judge_failed_only else limit
@@ -214,7 +221,7 @@ class PrefetchedInputs:
             # One scan at a time: each already keeps every core busy, and two at once held about 100 MB more
             # at their peak (1M rows); the inputs' errors come sooner, and the rollouts' no later.
             inputs_index.exception()
-            return _scan_rollouts(self.rollouts, limit=self.limit)
+            return _in_key_order(_scan_rollouts(self.rollouts, limit=self.limit))
 
         rollouts_index = prefetch.start(rollouts_key, [self.rollouts], scan_rollouts_next)
         self._keys = [inputs_key, rollouts_key]

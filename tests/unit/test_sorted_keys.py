@@ -18,6 +18,7 @@ from reverify_assets.lib.sorted_keys import (
     key_in,
     packed_keys,
     positions_in,
+    sorted_by_key,
 )
 
 BIG = (1 << 62) + 5
@@ -93,6 +94,24 @@ def test_packed_keys_order_rows_as_the_pairs_do(keys: list[tuple[int, int]]) -> 
     assert len(set(flat)) == len(set(keys))
 
 
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [],
+        [(0, 0), (0, 1), (1, 0)],  # in order already: as it is
+        [(1, 0), (0, 1), (0, 0)],
+        [(0, 1), (0, 0), (0, 1), (0, 0)],  # a key twice keeps its rows' order
+        [(BIG, 0), (0, 0), (-3, BIG)],  # too far apart to pack
+    ],
+)
+def test_sorted_by_key_is_a_stable_sort(keys: list[tuple[int, int]]) -> None:
+    frame = keys_frame(keys, position=list(range(len(keys))))
+    result = sorted_by_key(frame)
+    expected = sorted(zip(keys, range(len(keys)), strict=True))
+    assert result.rows() == [(*key, position) for key, position in expected]
+    assert (result is frame) == (keys == sorted(keys))
+
+
 def test_keys_too_far_apart_are_not_packed() -> None:
     assert packed_keys([keys_frame([(0, 0), (BIG, 1)]), keys_frame([(1, 1)])]) is None
     assert [len(keys) for keys in packed_keys([keys_frame([]), keys_frame([])]) or []] == [0, 0]
@@ -133,19 +152,17 @@ def index(keys: list[tuple[int, int]], path: str) -> KeyIndex:
 
 @pytest.mark.parametrize("far", [False, True], ids=["packed", "hash-join fallback"])
 @pytest.mark.parametrize("inputs_in_order", [False, True])
-def test_join_pairs_rows_sorted_by_key_either_way(far: bool, inputs_in_order: bool) -> None:
+@pytest.mark.parametrize("rollouts_in_order", [False, True])
+def test_join_pairs_rows_sorted_by_key_either_way(far: bool, inputs_in_order: bool, rollouts_in_order: bool) -> None:
     last = BIG if far else 9
-    input_keys = [(last, 0), (0, 1), (0, 0), (4, 4)]
+    input_keys, rollout_keys = [(last, 0), (0, 1), (0, 0), (4, 4)], [(0, 1), (last, 0), (0, 0)]
     inputs = index(sorted(input_keys) if inputs_in_order else input_keys, "in.jsonl")
-    rollouts = index([(0, 1), (last, 0), (0, 0)], "out.jsonl")
+    rollouts = index(sorted(rollout_keys) if rollouts_in_order else rollout_keys, "out.jsonl")
     plan = join_rollouts_to_inputs(inputs, rollouts)
     assert plan.columns == ["task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line"]
     input_at = {key: (10 * i, i + 1) for i, key in enumerate(inputs.frame.select("task", "rollout").rows())}
-    assert plan.rows() == [
-        (0, 0, *input_at[(0, 0)], 20, 3),
-        (0, 1, *input_at[(0, 1)], 0, 1),
-        (last, 0, *input_at[(last, 0)], 10, 2),
-    ]
+    rollout_at = {key: (10 * i, i + 1) for i, key in enumerate(rollouts.frame.select("task", "rollout").rows())}
+    assert plan.rows() == [(*key, *input_at[key], *rollout_at[key]) for key in sorted(rollout_keys)]
 
 
 @pytest.mark.parametrize("far", [False, True], ids=["packed", "hash-join fallback"])

@@ -106,6 +106,22 @@ def test_the_assets_take_the_prefetched_scans_and_plan(
     assert len(made) == 2
 
 
+def test_the_prefetched_rollouts_come_in_key_order_and_plan_as_fresh_scans_do(
+    tmp_path: Path, setup: VerifierSetup
+) -> None:
+    keys = [(2, 0), (0, 1), (1, 3), (0, 0)]
+    inputs = write_rows(tmp_path / "inputs.jsonl", sorted(keys))
+    rollouts = write_rows(tmp_path / "rollouts.jsonl", keys, response={})
+    fresh = scan_rollouts(rollouts)
+    expected_plan = preparation.join_and_route(scan_inputs(inputs), fresh, setup.topology)
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+        prefetched.wait()
+        prefetched_rollouts = scan_rollouts(rollouts).frame
+        plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
+    assert prefetched_rollouts.equals(fresh.frame.sort("task", "rollout"))
+    assert plan is not None and plan.equals(expected_plan)
+
+
 def test_a_scan_with_other_options_is_not_taken(files: tuple[Path, Path], setup: VerifierSetup) -> None:
     inputs, rollouts = files
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
