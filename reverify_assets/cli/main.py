@@ -14,10 +14,14 @@ from collections.abc import Sequence
 from reverify_assets.errors import ReverifyError, UsageError
 
 log = logging.getLogger("reverify")
-# polars' allocator (jemalloc) keeps freed pages for ten seconds by default, per arena: the key scans of a
+# polars' allocator (jemalloc) keeps freed pages for a while by default, per arena: the key scans of a
 # million rows then leave about 80 MB more resident at their peak, and for the rest of the run. Read by
 # jemalloc when polars is first loaded, so set before any command imports it.
-POLARS_ALLOCATOR_CONFIG = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+POLARS_ALLOCATOR_VARIABLE = "_RJEM_MALLOC_CONF"
+POLARS_ALLOCATOR_CONFIG = "dirty_decay_ms:0,muzzy_decay_ms:0"
+# What `import polars` writes into that variable, ahead of any options already there: a Python parent that
+# imported polars (a script, a test, a benchmark) hands it down to us, and would otherwise override ours.
+POLARS_DEFAULT_OPTIONS = ["dirty_decay_ms:500", "muzzy_decay_ms:1000"]
 # glibc's malloc raises its mmap threshold to the size of each large block it frees (up to 32 MiB), so later
 # blocks of that size come from the heap, which keeps them once freed: after the key scans of a million rows
 # about 60 MB stayed resident for the rest of the run. Setting the threshold fixes it where it starts.
@@ -109,8 +113,17 @@ def _fix_mmap_threshold() -> None:
     mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
 
 
+def polars_allocator_config(inherited: str | None) -> str:
+    """Our options, then those the environment adds beyond polars' defaults: jemalloc takes the last value of
+    each option, so a user's own choice still wins."""
+    options = [option for option in (inherited or "").split(",") if option]
+    while options[: len(POLARS_DEFAULT_OPTIONS)] == POLARS_DEFAULT_OPTIONS:
+        del options[: len(POLARS_DEFAULT_OPTIONS)]
+    return ",".join([POLARS_ALLOCATOR_CONFIG, *options])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault(*POLARS_ALLOCATOR_CONFIG)
+    os.environ[POLARS_ALLOCATOR_VARIABLE] = polars_allocator_config(os.environ.get(POLARS_ALLOCATOR_VARIABLE))
     _fix_mmap_threshold()
     _configure_output()
     try:
