@@ -13,6 +13,7 @@ import logging
 
 from pydantic import ValidationError
 
+from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib import prefetch
 from reverify_assets.lib.file_names import RunFiles
@@ -91,7 +92,12 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     servers = prestarted_servers(list(setup.topology.servers.values()))
     limit = rollouts_scan_limit(options.limit, options.judge_failed_only)
     join_with = None if options.judge_failed_only else setup
-    prefetched = PrefetchedInputs(options.inputs, options.rollouts, limit=limit, join_with=join_with)
+    # Next to the runs' own work folders, so that the run moves the inputs index it was written to in one rename.
+    index_folder = ensure_dagster_home() / "reverify_work"
+    index_folder.mkdir(exist_ok=True)
+    prefetched = PrefetchedInputs(
+        options.inputs, options.rollouts, limit=limit, join_with=join_with, index_folder=index_folder
+    )
     with servers, prefetched:
         # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that
         # an input error is said as soon as it is found.

@@ -48,9 +48,9 @@ from reverify_assets.pipeline.preparation import (
     join_and_route,
     read_plan,
     rollouts_scan_limit,
-    scan_inputs,
     scan_rollouts,
     take_prefetched_plan,
+    write_inputs_index,
 )
 from reverify_assets.pipeline.shard_merge import index_shards, iter_rows
 from reverify_assets.pipeline.verification import run_verification
@@ -65,13 +65,12 @@ log = logging.getLogger("reverify")
 @dg.asset(group_name=RESCORING, description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key.")
 def materialized_inputs(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
     source = Path(rescoring.inputs)
-    index = scan_inputs(source)
     target = work_dir(context) / "materialized_inputs.parquet"
-    write_parquet_atomic(index.keys.frame.with_columns(index.route_of_row), target)
-    handle = IndexHandle(source=str(source), index=str(target), rows=index.keys.rows, routes=index.routes)
+    rows, routes = write_inputs_index(source, target)
+    handle = IndexHandle(source=str(source), index=str(target), rows=rows, routes=routes)
     return dg.Output(
         handle,
-        metadata={"file": dg.MetadataValue.path(str(source)), "rows": index.keys.rows},
+        metadata={"file": dg.MetadataValue.path(str(source)), "rows": rows},
         data_version=content_version(source),
     )
 

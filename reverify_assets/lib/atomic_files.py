@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -23,3 +25,16 @@ def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
     tmp = temporary_name(path)
     frame.write_parquet(tmp)
     os.replace(tmp, path)
+
+
+def move_into_place(source: Path, path: Path) -> None:
+    """``source`` renamed to ``path``; across file systems, copied under a temporary name next to ``path`` first."""
+    try:
+        os.replace(source, path)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        tmp = temporary_name(path)
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, path)
+        source.unlink()

@@ -15,7 +15,7 @@ import polars as pl
 
 from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_atomic
 from reverify_assets.lib.key_index import KeyIndex
-from reverify_assets.pipeline.preparation import InputsIndex, scan_inputs, scan_rollouts
+from reverify_assets.pipeline.preparation import InputsIndex, inputs_index_frame, scan_inputs, scan_rollouts
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class IndexCache:
         index = scan_inputs(path, reject_duplicates=False)  # reported per shard by an asset check
         self.folder.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(routes_path, orjson.dumps(index.routes))
-        write_parquet_atomic(index.keys.frame.with_columns(index.route_of_row), frame_path)
+        write_parquet_atomic(inputs_index_frame(index), frame_path)
         return index
 
     def rollouts(self, path: Path) -> KeyIndex:

@@ -19,10 +19,12 @@ from reverify_assets.pipeline.preparation import (
     InputsIndex,
     PrefetchedInputs,
     VerifierSetup,
+    inputs_index_frame,
     load_verifier_setup,
     scan_inputs,
     scan_rollouts,
     take_prefetched_plan,
+    write_inputs_index,
 )
 from reverify_assets.verifier import launcher
 from reverify_assets.verifier.launcher import ServerFleet, prestarted_servers
@@ -84,7 +86,7 @@ def test_file_digest_takes_the_prefetched_one(tmp_path: Path) -> None:
 
 
 def test_the_assets_take_the_prefetched_scans_and_plan(
-    files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inputs, rollouts = files
     made: list[InputsIndex] = []
@@ -95,15 +97,39 @@ def test_the_assets_take_the_prefetched_scans_and_plan(
         return made[-1]
 
     monkeypatch.setattr(preparation, "_scan_inputs", counted)
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+    work = tmp_path / "work"
+    target = work / "run" / "materialized_inputs.parquet"
+    target.parent.mkdir(parents=True)
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, index_folder=work) as prefetched:
         prefetched.wait()
-        assert scan_inputs(inputs) is made[0]
+        assert write_inputs_index(inputs, target) == (3, [{}])
+        assert pl.read_parquet(target).equals(inputs_index_frame(made[0]))
         assert scan_rollouts(rollouts).rows == 3
         plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
         assert plan is not None and plan.height == 3
     assert len(made) == 1
-    scan_inputs(inputs)  # nothing prefetched any more: scanned again
+    assert [path.name for path in work.iterdir()] == ["run"]  # the start-up's folder is gone
+    write_inputs_index(inputs, target)  # nothing prefetched any more: scanned again
     assert len(made) == 2
+
+
+def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(files: tuple[Path, Path]) -> None:
+    inputs, rollouts = files
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
+        prefetched.wait()
+        assert prefetch.take(("inputs index file", inputs.resolve())) is None
+        assert scan_inputs(inputs).keys.rows == 3
+
+
+def test_an_index_folder_left_by_a_failed_start_up_is_removed(tmp_path: Path, setup: VerifierSetup) -> None:
+    inputs = write_rows(tmp_path / "inputs.jsonl", [(0, 0)])
+    orphan = write_rows(tmp_path / "rollouts.jsonl", [(9, 9)], response={})
+    folder = tmp_path / "work"
+    folder.mkdir()
+    with pytest.raises(ReverifyError, match="no matching row"):
+        with PrefetchedInputs(inputs, orphan, limit=None, join_with=setup, index_folder=folder) as prefetched:
+            prefetched.wait()
+    assert list(folder.iterdir()) == []
 
 
 def test_the_prefetched_rollouts_come_in_key_order_and_plan_as_fresh_scans_do(

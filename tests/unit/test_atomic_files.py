@@ -1,0 +1,40 @@
+"""Files moved into place: renamed on one file system, copied under a temporary name across two."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from reverify_assets.lib import atomic_files
+from reverify_assets.lib.atomic_files import move_into_place
+
+
+@pytest.mark.parametrize("across_file_systems", [False, True])
+def test_move_into_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, across_file_systems: bool) -> None:
+    source, target = tmp_path / "a" / "index.parquet", tmp_path / "b" / "index.parquet"
+    source.parent.mkdir()
+    target.parent.mkdir()
+    source.write_bytes(b"rows")
+    target.write_bytes(b"older")
+    renames: list[tuple[str, str]] = []
+    replace = os.replace
+
+    def rename(src: str | Path, dst: str | Path) -> None:
+        renames.append((Path(src).parent.name, Path(dst).parent.name))
+        if across_file_systems and Path(src).parent != Path(dst).parent:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        replace(src, dst)
+
+    monkeypatch.setattr(atomic_files.os, "replace", rename)
+    move_into_place(source, target)
+    assert target.read_bytes() == b"rows" and not source.exists()
+    assert sorted(path.name for path in target.parent.iterdir()) == ["index.parquet"]  # no temporary left
+    assert renames == ([("a", "b"), ("b", "b")] if across_file_systems else [("a", "b")])
+
+
+def test_other_errors_are_raised(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        move_into_place(tmp_path / "missing", tmp_path / "target")
