@@ -11,6 +11,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from reverify_assets.cli.stdout_pipe import ReaderMayLeave
 from reverify_assets.errors import ReverifyError, UsageError
 
 log = logging.getLogger("reverify")
@@ -170,6 +171,7 @@ def entry() -> None:
     """
     exit_code: list[int] = []
     atexit.register(_exit_now, exit_code)  # registered first, so it runs after every other exit handler
+    sys.stdout = ReaderMayLeave(sys.stdout)  # type: ignore[assignment]
     exit_code.append(main())
     sys.exit(exit_code[0])
 

@@ -122,6 +122,26 @@ def test_aggregate_refuses_shards_scored_by_different_configs_unless_allowed(tmp
     assert f"rows without reverify_provenance ('original') ({counts[1]} rows, e.g. {paths[1]})" in unknown.stderr
 
 
+def test_aggregate_into_a_pipe_closed_early_still_writes_its_files(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    done = run_mcqa(tmp_path / "out.jsonl", "--disable-aggregation", LENIENT, home=home)
+    assert done.returncode == 0, done.stderr
+    reader, writer = os.pipe()
+    os.close(reader)  # as `| head` does once it has its lines
+    process = start_reverify(
+        *("aggregate", "--config", MCQA_CONFIG, "-i", tmp_path / "out.jsonl", "-o", tmp_path / "merged.jsonl"),
+        LENIENT,
+        home=home,
+        stdout=writer,
+        stderr=subprocess.PIPE,
+    )
+    os.close(writer)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr
+    assert b"Traceback" not in stderr
+    assert orjson.loads((tmp_path / "merged_aggregate_metrics.json").read_bytes())[0]["coverage"]["scored"] == 180
+
+
 def test_aggregate_with_no_matching_shard_is_an_error(tmp_path: Path) -> None:
     result = aggregate_mcqa(f"{tmp_path}/none*.jsonl", tmp_path / "m.jsonl", home=tmp_path / "h")
     assert result.returncode == 1
