@@ -18,7 +18,7 @@ from reverify_assets.lib.sorted_keys import (
     key_in,
     packed_keys,
     positions_in,
-    sorted_by_key,
+    take_sorted_by_key,
 )
 
 BIG = (1 << 62) + 5
@@ -104,11 +104,12 @@ def test_packed_keys_order_rows_as_the_pairs_do(keys: list[tuple[int, int]]) -> 
         [(BIG, 0), (0, 0), (-3, BIG)],  # too far apart to pack
     ],
 )
-def test_sorted_by_key_is_a_stable_sort(keys: list[tuple[int, int]]) -> None:
+def test_take_sorted_by_key_is_a_stable_sort(keys: list[tuple[int, int]]) -> None:
     frame = keys_frame(keys, position=list(range(len(keys))))
-    result = sorted_by_key(frame)
+    result = take_sorted_by_key(frame)
     expected = sorted(zip(keys, range(len(keys)), strict=True))
     assert result.rows() == [(*key, position) for key, position in expected]
+    assert result.columns == ["task", "rollout", "position"]
     assert (result is frame) == (keys == sorted(keys))
 
 

@@ -148,6 +148,16 @@ def test_the_prefetched_rollouts_come_in_key_order_and_plan_as_fresh_scans_do(
     assert plan is not None and plan.equals(expected_plan)
 
 
+def test_the_plan_names_servers_by_an_enum_that_survives_its_parquet_file(
+    tmp_path: Path, files: tuple[Path, Path], setup: VerifierSetup
+) -> None:
+    inputs, rollouts = files
+    plan = preparation.join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
+    assert plan.schema["server"] == pl.Enum(["mcqa"]) and plan["server"].to_list() == ["mcqa"] * 3
+    plan.write_parquet(tmp_path / "plan.parquet")
+    assert pl.read_parquet(tmp_path / "plan.parquet").equals(plan)
+
+
 def test_a_scan_with_other_options_is_not_taken(files: tuple[Path, Path], setup: VerifierSetup) -> None:
     inputs, rollouts = files
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
