@@ -116,7 +116,8 @@ def _fix_mmap_threshold() -> None:
 
 def polars_allocator_config(inherited: str | None) -> str:
     """Our options, then those the environment adds beyond polars' defaults: jemalloc takes the last value of
-    each option, so a user's own choice still wins."""
+    each option, so a user's own choice still wins, unless it is exactly polars' defaults, which cannot be told
+    from what a parent's `import polars` wrote."""
     options = [option for option in (inherited or "").split(",") if option]
     while options[: len(POLARS_DEFAULT_OPTIONS)] == POLARS_DEFAULT_OPTIONS:
         del options[: len(POLARS_DEFAULT_OPTIONS)]
@@ -171,7 +172,8 @@ def entry() -> None:
     """
     exit_code: list[int] = []
     atexit.register(_exit_now, exit_code)  # registered first, so it runs after every other exit handler
-    sys.stdout = ReaderMayLeave(sys.stdout)  # type: ignore[assignment]
+    if sys.stdout is not None:  # None when started with standard output closed: print then writes nothing
+        sys.stdout = ReaderMayLeave(sys.stdout)  # type: ignore[assignment]
     exit_code.append(main())
     sys.exit(exit_code[0])
 
