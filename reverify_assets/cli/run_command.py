@@ -92,7 +92,8 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     servers = prestarted_servers(list(setup.topology.servers.values()))
     limit = rollouts_scan_limit(options.limit, options.judge_failed_only)
     join_with = None if options.judge_failed_only else setup
-    # Next to the runs' own work folders, so that the run moves the inputs index it was written to in one rename.
+    # Next to the runs' work folders (DAGSTER_HOME/reverify_work), so that moving the inputs index written during
+    # the start-up into its run's folder is one rename (a copy if the instance keeps its files elsewhere).
     index_folder = ensure_dagster_home() / "reverify_work"
     index_folder.mkdir(exist_ok=True)
     prefetched = PrefetchedInputs(

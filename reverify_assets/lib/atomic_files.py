@@ -35,6 +35,10 @@ def move_into_place(source: Path, path: Path) -> None:
         if exc.errno != errno.EXDEV:
             raise
         tmp = temporary_name(path)
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, path)
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         source.unlink()

@@ -18,7 +18,14 @@ import polars as pl
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl, parse_row
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
-from reverify_assets.lib.sorted_keys import KEY_COLUMNS, duplicated_keys, is_sorted, packed_keys, positions_in
+from reverify_assets.lib.sorted_keys import (
+    KEY_COLUMNS,
+    ROW_NUMBER_DTYPE,
+    duplicated_keys,
+    is_sorted,
+    packed_keys,
+    positions_in,
+)
 
 INDEX_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "offset": pl.Int64, "line": pl.Int64}
 JSON_WHITESPACE = frozenset(b" \t\r\n")
@@ -204,8 +211,8 @@ def join_rollouts_to_inputs(inputs: KeyIndex, rollouts: KeyIndex) -> pl.DataFram
     if known_order is not None:
         input_rows = known_order[input_rows]
     del at, known_order
-    # As polars' own row numbers (u32): gathering by an int64 numpy array converts it on the way, 4 MB more.
-    rows = pl.Series(input_rows.astype(np.uint32))
+    # As polars' own row numbers: gathering by an int64 numpy array converts it on the way, 4 MB more.
+    rows = pl.Series(input_rows.astype(ROW_NUMBER_DTYPE))
     del input_rows
     matched = known.select("input_offset", "input_line", *extra_columns)[rows]
     del rows

@@ -14,6 +14,8 @@ import polars as pl
 
 KEY_COLUMNS = ["task", "rollout"]
 INT64_LIMIT = 1 << 63
+# polars' row numbers (u32, or u64 in its big-index build): no frame has more rows than they count.
+ROW_NUMBER_DTYPE = np.uint32 if pl.get_index_type() == pl.UInt32 else np.uint64
 # Keys per slice when checking search results: 2 MB of int64, above glibc's mmap threshold, so each is returned.
 CHECK_SLICE = 1 << 18
 # In a frame sorted by key: the rows whose key is the one of the row before (null on the first row).
@@ -62,7 +64,7 @@ def take_sorted_by_key(frame: pl.DataFrame) -> pl.DataFrame:
     del packed
     if is_sorted(keys):
         return frame
-    order = pl.Series(np.argsort(keys, kind="stable").astype(np.uint32))
+    order = pl.Series(np.argsort(keys, kind="stable").astype(ROW_NUMBER_DTYPE))
     del keys
     columns = []
     for name in frame.columns:

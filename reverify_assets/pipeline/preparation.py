@@ -7,8 +7,10 @@ assets that need them then take their results instead of doing the work again.
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
+import socket
 import tempfile
 from collections.abc import Hashable, Mapping
 from concurrent import futures
@@ -44,6 +46,7 @@ from reverify_assets.servers.registry import validate_builtin_block
 
 T = TypeVar("T")
 HANDED_OVER_PLAN = ("plan file",)
+START_UP_PREFIX = "start-up-"
 ROUTE_FIELDS = ("agent_ref", "task_source", "_ng_environment_server")
 # Reads `response` as null when missing (or null) and as a struct when it is an object, without building it.
 RESPONSE_PRESENCE = pl.Struct({"__reverify_presence__": pl.Null})
@@ -262,13 +265,21 @@ class PrefetchedInputs:
         self._folder: Path | None = None
 
     def __enter__(self) -> PrefetchedInputs:
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self) -> None:
         rollouts_key = _scan_key("rollouts", self.rollouts, self.limit)
         for_the_join: queue.SimpleQueue[InputsIndex] = queue.SimpleQueue()
         if self.join_with is None:
             inputs_key = _scan_key("inputs", self.inputs)
             inputs_index: Future[Any] = prefetch.start(inputs_key, [self.inputs], lambda: _scan_inputs(self.inputs))
         else:
-            self._folder = Path(tempfile.mkdtemp(prefix="start-up-", dir=self.index_folder))
+            self._folder = _start_up_folder(self.index_folder)
             inputs_key = _written_key(self.inputs)
             folder = self._folder
             inputs_index = prefetch.start(
@@ -294,7 +305,6 @@ class PrefetchedInputs:
             self._keys.append(plan_key)
             self._checks.append(prefetch.start(plan_key, [self.inputs, self.rollouts], join))
         self._keys += [prefetch.start_file_digest(path) for path in (self.inputs, self.rollouts)]
-        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -332,6 +342,28 @@ class PrefetchedInputs:
         self._checks = []
 
 
+def _start_up_folder(parent: Path | None) -> Path:
+    """A new folder for the start-up's files, named by this process and machine; first, the folders of start-ups
+    on this machine whose process is gone (killed before it could clean up) are removed."""
+    parent = Path(tempfile.gettempdir()) if parent is None else parent
+    host, pid = socket.gethostname(), os.getpid()
+    for folder in parent.glob(f"{START_UP_PREFIX}*"):
+        owner, _, rest = folder.name.removeprefix(START_UP_PREFIX).partition("-")
+        if owner.isdigit() and rest.startswith(f"{host}-") and not _is_running(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{START_UP_PREFIX}{pid}-{host}-", dir=parent))
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
 def _scan_and_write_inputs(
     path: Path, folder: Path, for_the_join: queue.SimpleQueue[InputsIndex]
 ) -> WrittenInputsIndex:
@@ -354,9 +386,13 @@ def join_and_route(inputs: InputsIndex, rollouts: KeyIndex, topology: Topology) 
     route_to_server = {route_id: server for route_id, server in zip(_used_route_ids(plan), servers, strict=True)}
     # An enum, not strings: at a million rows a string column held 16 MB through the whole verify step.
     server_names = pl.Enum(sorted(set(servers)))
-    return plan.with_columns(
-        pl.col("route").replace_strict(route_to_server, return_dtype=server_names).alias("server")
-    ).drop("route")
+    # With no rows there is nothing to replace, and polars would leave the routes' integers in the column.
+    server = (
+        pl.col("route").replace_strict(route_to_server, return_dtype=server_names)
+        if route_to_server
+        else pl.lit(None, dtype=server_names)
+    )
+    return plan.with_columns(server.alias("server")).drop("route")
 
 
 def _used_route_ids(plan: pl.DataFrame) -> list[int]:

@@ -38,3 +38,25 @@ def test_move_into_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, across
 def test_other_errors_are_raised(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         move_into_place(tmp_path / "missing", tmp_path / "target")
+
+
+def test_a_copy_that_fails_leaves_no_temporary_and_the_source_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, target = tmp_path / "a" / "index.parquet", tmp_path / "b" / "index.parquet"
+    source.parent.mkdir()
+    target.parent.mkdir()
+    source.write_bytes(b"rows")
+
+    def across(src: str | Path, dst: str | Path) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    def disk_full(src: str | Path, dst: str | Path) -> None:
+        Path(dst).write_bytes(b"ro")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic_files.os, "replace", across)
+    monkeypatch.setattr(atomic_files.shutil, "copyfile", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        move_into_place(source, target)
+    assert list(target.parent.iterdir()) == [] and source.read_bytes() == b"rows"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import subprocess
+import sys
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -113,12 +116,59 @@ def test_the_assets_take_the_prefetched_scans_and_plan(
     assert len(made) == 2
 
 
-def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(files: tuple[Path, Path]) -> None:
+def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(
+    files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     inputs, rollouts = files
+    scans: list[Path] = []
+    scan = preparation._scan_inputs
+
+    def counted(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
+        scans.append(path)
+        return scan(path, reject_duplicates=reject_duplicates)
+
+    monkeypatch.setattr(preparation, "_scan_inputs", counted)
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
         prefetched.wait()
         assert prefetch.take(("inputs index file", inputs.resolve())) is None
         assert scan_inputs(inputs).keys.rows == 3
+    assert scans == [inputs]  # the prefetched frame was taken, not scanned again
+
+
+def test_the_start_up_folder_goes_when_the_start_up_fails_to_start(
+    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def vanished(path: Path) -> object:
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(prefetch, "start_file_digest", vanished)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    with pytest.raises(FileNotFoundError):
+        with PrefetchedInputs(*files, limit=None, join_with=setup, index_folder=folder):
+            pass
+    assert list(folder.iterdir()) == []
+
+
+def test_start_up_folders_of_gone_processes_on_this_machine_are_removed(
+    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path
+) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = socket.gethostname()
+    folder = tmp_path / "work"
+    kept = [f"start-up-{os.getpid()}-{host}-a", f"start-up-{gone.stdout.strip()}-another.host-b", "start-up-x"]
+    for name in [*kept, f"start-up-{gone.stdout.strip()}-{host}-c"]:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "materialized_inputs.parquet").write_bytes(b"left behind")
+    with PrefetchedInputs(*files, limit=None, join_with=setup, index_folder=folder) as prefetched:
+        prefetched.wait()
+    assert sorted(path.name for path in folder.iterdir()) == sorted(kept)
+
+
+def test_an_empty_plan_names_servers_by_an_enum_too(tmp_path: Path, setup: VerifierSetup) -> None:
+    inputs, rollouts = write_rows(tmp_path / "inputs.jsonl", []), write_rows(tmp_path / "rollouts.jsonl", [])
+    plan = preparation.join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
+    assert plan.is_empty() and plan.schema["server"] == pl.Enum([])
 
 
 def test_an_index_folder_left_by_a_failed_start_up_is_removed(tmp_path: Path, setup: VerifierSetup) -> None:
