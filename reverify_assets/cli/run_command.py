@@ -21,7 +21,8 @@ from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.resume_cache import max_attempts_from
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import check_fresh_output
-from reverify_assets.pipeline.preparation import PrefetchedInputs, load_verifier_setup, rollouts_scan_limit
+from reverify_assets.pipeline.preparation import load_verifier_setup, rollouts_scan_limit
+from reverify_assets.pipeline.startup_prefetch import PrefetchedInputs
 from reverify_assets.verifier.launcher import prestarted_servers
 
 log = logging.getLogger("reverify")

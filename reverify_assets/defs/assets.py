@@ -42,17 +42,15 @@ from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_flips import tally_output_flips
 from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
-from reverify_assets.pipeline.preparation import (
-    InputsIndex,
+from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, rollouts_scan_limit
+from reverify_assets.pipeline.shard_merge import index_shards, iter_rows
+from reverify_assets.pipeline.startup_prefetch import (
     hand_over_plan,
-    join_and_route,
     read_plan,
-    rollouts_scan_limit,
     scan_rollouts,
     take_prefetched_plan,
     write_inputs_index,
 )
-from reverify_assets.pipeline.shard_merge import index_shards, iter_rows
 from reverify_assets.pipeline.verification import run_verification
 from reverify_assets.pipeline.verify_loop import VerifyStats
 

@@ -15,7 +15,7 @@ import polars as pl
 
 from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_atomic
 from reverify_assets.lib.key_index import KeyIndex
-from reverify_assets.pipeline.preparation import InputsIndex, inputs_index_frame, scan_inputs, scan_rollouts
+from reverify_assets.pipeline.preparation import InputsIndex, index_inputs, index_rollouts, inputs_index_frame
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class IndexCache:
             frame = pl.read_parquet(frame_path)
             routes = orjson.loads(routes_path.read_bytes())
             return InputsIndex(KeyIndex(path, frame.drop("route")), frame["route"], routes)
-        index = scan_inputs(path, reject_duplicates=False)  # reported per shard by an asset check
+        index = index_inputs(path, reject_duplicates=False)  # reported per shard by an asset check
         self.folder.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(routes_path, orjson.dumps(index.routes))
         write_parquet_atomic(inputs_index_frame(index), frame_path)
@@ -47,7 +47,7 @@ class IndexCache:
         frame_path = self._stem(path, "rollouts").with_suffix(".parquet")
         if frame_path.exists():
             return KeyIndex(path, pl.read_parquet(frame_path))
-        index = scan_rollouts(path, reject_duplicates=False)
+        index = index_rollouts(path, reject_duplicates=False)
         self.folder.mkdir(parents=True, exist_ok=True)
         write_parquet_atomic(index.frame, frame_path)
         return index

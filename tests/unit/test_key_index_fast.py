@@ -15,7 +15,7 @@ from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_index import read_key_fields, scan_keys
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
-from reverify_assets.pipeline.preparation import _scan_inputs, _scan_inputs_by_line, _scan_rollouts
+from reverify_assets.pipeline.preparation import _scan_inputs_by_line, index_inputs, index_rollouts
 
 AGENT = {"type": "responses_api_agents", "name": "a"}
 original_line_blocks = key_index.line_blocks
@@ -79,7 +79,7 @@ GOOD = [rollout(2, 1), rollout(0, 0, note="é" * 3), rollout(1, 3, x=[1, {"y": N
 @pytest.mark.parametrize("end", [b"\n", b"\r\n"])
 def test_rollouts_scan_matches_the_line_by_line_scan(tmp_path: Path, lines: list[bytes], end: bytes) -> None:
     path = write(tmp_path / "rollouts.jsonl", lines, end)
-    fast = outcome(lambda: _scan_rollouts(path).frame)
+    fast = outcome(lambda: index_rollouts(path).frame)
     exact = outcome(lambda: exact_rollouts(path))
     if isinstance(exact, pl.DataFrame):
         assert isinstance(fast, pl.DataFrame) and fast.equals(exact)
@@ -90,13 +90,13 @@ def test_rollouts_scan_matches_the_line_by_line_scan(tmp_path: Path, lines: list
 def test_a_last_line_without_newline_keeps_its_offset(tmp_path: Path) -> None:
     path = tmp_path / "rollouts.jsonl"
     path.write_bytes(b"\n".join(GOOD))
-    assert _scan_rollouts(path).frame.equals(exact_rollouts(path))
+    assert index_rollouts(path).frame.equals(exact_rollouts(path))
 
 
 @pytest.mark.parametrize("limit", [1, 2, 5])
 def test_limit_ignores_rows_after_it(tmp_path: Path, limit: int) -> None:
     path = write(tmp_path / "rollouts.jsonl", [*GOOD, b"not json", row(9, 9)])
-    fast = outcome(lambda: _scan_rollouts(path, limit=limit).frame)
+    fast = outcome(lambda: index_rollouts(path, limit=limit).frame)
     exact = outcome(lambda: exact_rollouts(path, limit=limit))
     if isinstance(exact, pl.DataFrame):
         assert isinstance(fast, pl.DataFrame) and fast.equals(exact)
@@ -107,7 +107,7 @@ def test_limit_ignores_rows_after_it(tmp_path: Path, limit: int) -> None:
 def test_a_blank_line_before_the_limit_is_still_an_error(tmp_path: Path) -> None:
     path = write(tmp_path / "rollouts.jsonl", [GOOD[0], b"", GOOD[1]])
     with pytest.raises(ReverifyError, match=r"rollouts.jsonl:2: blank line"):
-        _scan_rollouts(path, limit=2)
+        index_rollouts(path, limit=2)
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ def test_a_blank_line_before_the_limit_is_still_an_error(tmp_path: Path) -> None
 )
 def test_inputs_scan_numbers_routes_as_the_line_by_line_scan(tmp_path: Path, routes: list[dict[str, object]]) -> None:
     path = write(tmp_path / "inputs.jsonl", [row(i, 0, **fields) for i, fields in enumerate(routes)])
-    fast, exact = _scan_inputs(path), _scan_inputs_by_line(path, reject_duplicates=True)
+    fast, exact = index_inputs(path), _scan_inputs_by_line(path, reject_duplicates=True)
     assert fast.keys.frame.equals(exact.keys.frame)
     assert fast.route_of_row.equals(exact.route_of_row)
     assert fast.routes == exact.routes
@@ -135,7 +135,7 @@ def test_inputs_with_one_route_spelled_two_ways_share_it(tmp_path: Path) -> None
             row(1, 0, agent_ref={"name": "a"}),
         ],
     )
-    fast = _scan_inputs(path)
+    fast = index_inputs(path)
     assert fast.routes == [{"agent_ref": {"name": "a"}}]
     assert fast.route_of_row.to_list() == [0, 0]
 
@@ -143,7 +143,7 @@ def test_inputs_with_one_route_spelled_two_ways_share_it(tmp_path: Path) -> None
 def test_a_route_field_null_in_one_row_and_missing_in_another_shares_the_first_route(tmp_path: Path) -> None:
     """Polars reads both as null; routing treats them alike too."""
     path = write(tmp_path / "inputs.jsonl", [row(0, 0, agent_ref=AGENT, task_source=None), row(1, 0, agent_ref=AGENT)])
-    fast = _scan_inputs(path)
+    fast = index_inputs(path)
     assert fast.routes == [{"agent_ref": AGENT, "task_source": None}]
     assert fast.route_of_row.to_list() == [0, 0]
 
@@ -151,13 +151,13 @@ def test_a_route_field_null_in_one_row_and_missing_in_another_shares_the_first_r
 def test_inputs_errors_name_file_and_line(tmp_path: Path) -> None:
     path = write(tmp_path / "inputs.jsonl", [row(0, 0), row(1, None)])
     with pytest.raises(ReverifyError, match=r"inputs.jsonl:2: `_ng_rollout_index` must be an integer"):
-        _scan_inputs(path)
+        index_inputs(path)
 
 
 def test_a_missing_file_is_reported_by_the_line_by_line_scan(tmp_path: Path) -> None:
     assert read_key_fields(tmp_path / "nope.jsonl", {}) is None
     with pytest.raises(ReverifyError, match=r"cannot read .*nope.jsonl"):
-        _scan_rollouts(tmp_path / "nope.jsonl")
+        index_rollouts(tmp_path / "nope.jsonl")
 
 
 @pytest.mark.parametrize(

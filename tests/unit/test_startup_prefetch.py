@@ -17,13 +17,18 @@ import pytest
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import prefetch
-from reverify_assets.pipeline import preparation
+from reverify_assets.pipeline import startup_prefetch
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
-    PrefetchedInputs,
     VerifierSetup,
     inputs_index_frame,
+    join_and_route,
     load_verifier_setup,
+)
+from reverify_assets.pipeline.startup_prefetch import (
+    PrefetchedInputs,
+    hand_over_plan,
+    read_plan,
     scan_inputs,
     scan_rollouts,
     take_prefetched_plan,
@@ -93,13 +98,13 @@ def test_the_assets_take_the_prefetched_scans_and_plan(
 ) -> None:
     inputs, rollouts = files
     made: list[InputsIndex] = []
-    scan = preparation._scan_inputs
+    scan = startup_prefetch.index_inputs
 
     def counted(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
         made.append(scan(path, reject_duplicates=reject_duplicates))
         return made[-1]
 
-    monkeypatch.setattr(preparation, "_scan_inputs", counted)
+    monkeypatch.setattr(startup_prefetch, "index_inputs", counted)
     work = tmp_path / "work"
     target = work / "run" / "materialized_inputs.parquet"
     target.parent.mkdir(parents=True)
@@ -121,13 +126,13 @@ def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(
 ) -> None:
     inputs, rollouts = files
     scans: list[Path] = []
-    scan = preparation._scan_inputs
+    scan = startup_prefetch.index_inputs
 
     def counted(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
         scans.append(path)
         return scan(path, reject_duplicates=reject_duplicates)
 
-    monkeypatch.setattr(preparation, "_scan_inputs", counted)
+    monkeypatch.setattr(startup_prefetch, "index_inputs", counted)
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
         prefetched.wait()
         assert prefetch.take(("inputs index file", inputs.resolve())) is None
@@ -167,7 +172,7 @@ def test_start_up_folders_of_gone_processes_on_this_machine_are_removed(
 
 def test_an_empty_plan_names_servers_by_an_enum_too(tmp_path: Path, setup: VerifierSetup) -> None:
     inputs, rollouts = write_rows(tmp_path / "inputs.jsonl", []), write_rows(tmp_path / "rollouts.jsonl", [])
-    plan = preparation.join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
+    plan = join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
     assert plan.is_empty() and plan.schema["server"] == pl.Enum([])
 
 
@@ -189,7 +194,7 @@ def test_the_prefetched_rollouts_come_in_key_order_and_plan_as_fresh_scans_do(
     inputs = write_rows(tmp_path / "inputs.jsonl", sorted(keys))
     rollouts = write_rows(tmp_path / "rollouts.jsonl", keys, response={})
     fresh = scan_rollouts(rollouts)
-    expected_plan = preparation.join_and_route(scan_inputs(inputs), fresh, setup.topology)
+    expected_plan = join_and_route(scan_inputs(inputs), fresh, setup.topology)
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
         prefetched.wait()
         prefetched_rollouts = scan_rollouts(rollouts).frame
@@ -202,7 +207,7 @@ def test_the_plan_names_servers_by_an_enum_that_survives_its_parquet_file(
     tmp_path: Path, files: tuple[Path, Path], setup: VerifierSetup
 ) -> None:
     inputs, rollouts = files
-    plan = preparation.join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
+    plan = join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
     assert plan.schema["server"] == pl.Enum(["mcqa"]) and plan["server"].to_list() == ["mcqa"] * 3
     plan.write_parquet(tmp_path / "plan.parquet")
     assert pl.read_parquet(tmp_path / "plan.parquet").equals(plan)
@@ -278,20 +283,20 @@ def test_wait_for_hands_over_the_other_work_and_its_error(files: tuple[Path, Pat
 def test_the_verify_step_takes_the_plan_its_process_wrote_once_then_reads_the_file(tmp_path: Path) -> None:
     plan, path = pl.DataFrame({"task": [0, 1], "rollout": [0, 0]}), tmp_path / "plan.parquet"
     plan.write_parquet(path)
-    preparation.hand_over_plan(path, plan)
-    assert preparation.read_plan(path) is plan
-    again = preparation.read_plan(path)
+    hand_over_plan(path, plan)
+    assert read_plan(path) is plan
+    again = read_plan(path)
     assert again is not plan and again.equals(plan)
-    preparation.hand_over_plan(path, plan)
+    hand_over_plan(path, plan)
     changed = pl.DataFrame({"task": [5], "rollout": [1]})
     changed.write_parquet(path)  # a newer plan written after the hand-over: the file wins
-    assert preparation.read_plan(path).equals(changed)
+    assert read_plan(path).equals(changed)
     other = tmp_path / "other.parquet"
     plan.write_parquet(other)
-    preparation.hand_over_plan(path, changed)
-    preparation.hand_over_plan(other, plan)  # replaces the first: a process keeps one plan at most
-    assert preparation.read_plan(other) is plan
-    from_file = preparation.read_plan(path)
+    hand_over_plan(path, changed)
+    hand_over_plan(other, plan)  # replaces the first: a process keeps one plan at most
+    assert read_plan(other) is plan
+    from_file = read_plan(path)
     assert from_file is not changed and from_file.equals(changed)
 
 
