@@ -66,6 +66,8 @@ def inputs_index_frame(index: InputsIndex) -> pl.DataFrame:
 
 
 def index_inputs(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
+    """The materialized inputs' key index, with each row's route, scanned now (``startup_prefetch.scan_inputs``
+    takes the start-up's instead, when it made one)."""
     frame = read_key_fields(path, dict.fromkeys(ROUTE_FIELDS, pl.String))
     if frame is None:
         return _scan_inputs_by_line(path, reject_duplicates=reject_duplicates)
@@ -121,6 +123,9 @@ def _scan_inputs_by_line(path: Path, *, reject_duplicates: bool) -> InputsIndex:
 
 
 def index_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: bool = True) -> KeyIndex:
+    """The rollouts' key index, in file order, scanned now (``startup_prefetch.scan_rollouts`` takes the start-up's,
+    in key order, when it made one)."""
+
     def require_response(entry: JsonlLine, key: RolloutKey) -> None:
         if "response" not in entry.row:
             raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
