@@ -319,8 +319,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         assets=[shard_payloads, reverify_shard, aggregate_metrics],
         shard_job=dg.define_asset_job(
             f"{name}_shards_job",
-            selection=[payloads_key, reverified_key, failures_key],
-            partitions_def=shards,
+            selection=[payloads_key, reverified_key, failures_key],  # partitioned by shard, as the job is
             tags={RESCORING_TAG: name},
         ),
         aggregate_job=dg.define_asset_job(f"{name}_aggregate_job", selection=[aggregate_key]),
