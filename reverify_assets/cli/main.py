@@ -183,6 +183,8 @@ def _exit_now(exit_code: list[int]) -> None:
         return
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with that descriptor closed
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it

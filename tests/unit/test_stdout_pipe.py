@@ -11,12 +11,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REVERIFY = str(Path(sys.executable).parent / "reverify")
+MCQA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mcqa.yaml"
 
 
-def test_printing_with_standard_output_closed_is_not_an_error() -> None:
+@pytest.mark.parametrize(
+    ("args", "exit_code", "said"),
+    [
+        (["--help"], 0, ""),  # argparse exits from inside main
+        (["aggregate", "--config", str(MCQA_CONFIG), "-i", "/nonexistent/*.jsonl", "-o", "x.jsonl"], 1, "No shards"),
+    ],
+)
+def test_standard_output_closed_is_not_an_error(args: list[str], exit_code: int, said: str, tmp_path: Path) -> None:
     done = subprocess.run(
-        [REVERIFY, "--help"], stderr=subprocess.PIPE, text=True, timeout=60, preexec_fn=lambda: os.close(1)
+        [REVERIFY, *args], stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path, preexec_fn=lambda: os.close(1)
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == exit_code, done.stderr
+    assert said in done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
