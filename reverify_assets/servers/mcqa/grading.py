@@ -55,6 +55,7 @@ class Grade:
 # --- patterns ----------------------------------------------------------------------------------------------
 
 _BOX_OPEN: Final = "\\boxed{"
+_BRACE = re.compile(r"[{}]")
 
 # Anchored with fullmatch: a `\text{A} or \text{B}` string is one wrapper whose content is "A} or \text{B",
 # which is what NeMo Gym unwraps too.
@@ -161,12 +162,13 @@ def grade(
     if not text:
         return Grade(reward=0.0, extracted_answer=None, expected_answer=gold)
 
-    allowed = _allowed_letters(options)
+    pairs = _option_pairs(options)
+    allowed = _allowed_letters(pairs)
     prediction: str | None = None
     if output_regex is not None:
-        prediction = _from_output_regexes(text, output_regex, allowed, options)
+        prediction = _from_output_regexes(text, output_regex, allowed, pairs)
     if prediction is None:
-        prediction = _from_mode(mode, text, allowed, options, answer_prefix)
+        prediction = _from_mode(mode, text, allowed, pairs, answer_prefix)
 
     correct = prediction is not None and bool(gold) and prediction == gold
     return Grade(reward=1.0 if correct else 0.0, extracted_answer=prediction, expected_answer=gold)
@@ -175,23 +177,26 @@ def grade(
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
+def _is_mapping(value: Any) -> bool:
+    # `type(...) is dict` first: rows are parsed JSON, and the check against the Mapping ABC is slow.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _iter_mappings(value: Any) -> Iterable[Mapping[str, Any]]:
     if not isinstance(value, list | tuple):
         return ()
-    return (element for element in value if isinstance(element, Mapping))
+    return [element for element in value if _is_mapping(element)]
 
 
-def _option_pairs(options: Sequence[Mapping[str, Any]] | None) -> Iterable[tuple[Any, Any]]:
-    for entry in options or ():
-        if isinstance(entry, Mapping):
-            yield from entry.items()
+def _option_pairs(options: Sequence[Mapping[str, Any]] | None) -> list[tuple[Any, Any]]:
+    return [pair for entry in options or () if _is_mapping(entry) for pair in entry.items()]
 
 
-def _allowed_letters(options: Sequence[Mapping[str, Any]] | None) -> set[str]:
+def _allowed_letters(pairs: list[tuple[Any, Any]]) -> set[str]:
     # `isalpha`/`upper` are Unicode-aware on purpose: NeMo Gym accepts a key such as "É" the same way.
     return {
         key.upper()
-        for key, value in _option_pairs(options)
+        for key, value in pairs
         if isinstance(key, str) and len(key) == 1 and key.isalpha() and value is not None
     }
 
@@ -200,10 +205,10 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _option_with_text(candidate: str, options: Sequence[Mapping[str, Any]] | None, allowed: set[str]) -> str | None:
+def _option_with_text(candidate: str, pairs: list[tuple[Any, Any]], allowed: set[str]) -> str | None:
     """The first option (in listed order) whose normalised text equals the normalised candidate."""
     wanted = _normalise(candidate)
-    for key, value in _option_pairs(options):
+    for key, value in pairs:
         if isinstance(key, str) and isinstance(value, str) and key.upper() in allowed:
             if _normalise(value) == wanted:
                 return key.upper()
@@ -230,14 +235,13 @@ def _last_box_content(text: str) -> str | None:
         return None
     body_start = start + len(_BOX_OPEN)
     depth = 1
-    for position in range(body_start, len(text)):
-        char = text[position]
-        if char == "{":
+    for brace in _BRACE.finditer(text, body_start):
+        if brace.group() == "{":
             depth += 1
-        elif char == "}":
+        else:
             depth -= 1
             if depth == 0:
-                return text[body_start:position]
+                return text[body_start : brace.start()]
     return None
 
 
@@ -245,20 +249,21 @@ def _from_mode(
     mode: str,
     text: str,
     allowed: set[str],
-    options: Sequence[Mapping[str, Any]] | None,
+    pairs: list[tuple[Any, Any]],
     answer_prefix: str | None,
 ) -> str | None:
     if mode == "strict_single_letter_boxed":
-        return _strict_boxed(text, allowed)
+        return _strict_boxed(_last_box_content(text), allowed)
     if mode == "lenient_boxed":
-        return _strict_boxed(text, allowed) or _boxed_option_text(text, allowed, options)
+        content = _last_box_content(text)
+        return _strict_boxed(content, allowed) or _boxed_option_text(content, allowed, pairs)
     if mode == "lenient_answer_colon":
-        return _answer_colon(text, allowed, options)
+        return _answer_colon(text, allowed, pairs)
     return _answer_colon_md(text, allowed, answer_prefix)
 
 
-def _strict_boxed(text: str, allowed: set[str]) -> str | None:
-    content = _last_box_content(text)
+def _strict_boxed(content: str | None, allowed: set[str]) -> str | None:
+    """The letter of a box's content (see ``_last_box_content``)."""
     if content is None:
         return None
     content = _unwrap_text(content.strip())
@@ -269,15 +274,15 @@ def _strict_boxed(text: str, allowed: set[str]) -> str | None:
     return letter if letter in allowed else None
 
 
-def _boxed_option_text(text: str, allowed: set[str], options: Sequence[Mapping[str, Any]] | None) -> str | None:
-    content = _last_box_content(text)
+def _boxed_option_text(content: str | None, allowed: set[str], pairs: list[tuple[Any, Any]]) -> str | None:
+    """The one option whose text a box's content (see ``_last_box_content``) holds."""
     if content is None:
         return None
     content = content.strip()
     candidates = {_normalise(content), _normalise(_unwrap_text(content))}
     option_texts = [
         (key.upper(), _normalise(value))
-        for key, value in _option_pairs(options)
+        for key, value in pairs
         if isinstance(key, str) and isinstance(value, str) and len(key) == 1 and key.upper() in allowed
     ]
     matched = {
@@ -289,14 +294,14 @@ def _boxed_option_text(text: str, allowed: set[str], options: Sequence[Mapping[s
     return next(iter(matched)) if len(matched) == 1 else None
 
 
-def _answer_colon(text: str, allowed: set[str], options: Sequence[Mapping[str, Any]] | None) -> str | None:
+def _answer_colon(text: str, allowed: set[str], pairs: list[tuple[Any, Any]]) -> str | None:
     match = _ANSWER_COLON.search(text)
     if match is None:
         return None
     candidate = _unwrap_text(match.group(1)).strip()
     if len(candidate) == 1 and candidate.isalpha() and candidate.upper() in allowed:
         return candidate.upper()
-    return _option_with_text(candidate, options, allowed)
+    return _option_with_text(candidate, pairs, allowed)
 
 
 def _answer_colon_md(text: str, allowed: set[str], answer_prefix: str | None) -> str | None:
@@ -309,7 +314,7 @@ def _answer_colon_md(text: str, allowed: set[str], answer_prefix: str | None) ->
             return letter
     # A row that declares its own answer prefix also gets the boxed form as a last resort.
     if answer_prefix:
-        return _strict_boxed(text, allowed)
+        return _strict_boxed(_last_box_content(text), allowed)
     return None
 
 
@@ -370,7 +375,7 @@ def _from_output_regexes(
     text: str,
     output_regex: str | Sequence[str],
     allowed: set[str],
-    options: Sequence[Mapping[str, Any]] | None,
+    pairs: list[tuple[Any, Any]],
 ) -> str | None:
     if isinstance(output_regex, str):
         patterns: Iterable[Any] = (output_regex,)
@@ -379,15 +384,13 @@ def _from_output_regexes(
     else:
         raise MCQAInputError(f"template_metadata.output_regex {output_regex!r} is not a string or a list")
     for pattern in patterns:
-        prediction = _from_output_regex(text, pattern, allowed, options)
+        prediction = _from_output_regex(text, pattern, allowed, pairs)
         if prediction is not None:
             return prediction
     return None
 
 
-def _from_output_regex(
-    text: str, pattern: str, allowed: set[str], options: Sequence[Mapping[str, Any]] | None
-) -> str | None:
+def _from_output_regex(text: str, pattern: str, allowed: set[str], pairs: list[tuple[Any, Any]]) -> str | None:
     if not isinstance(pattern, str):
         raise MCQAInputError(f"template_metadata.output_regex entry {pattern!r} is not a string")
     compiled = _compile_output_regex(pattern)
@@ -407,4 +410,4 @@ def _from_output_regex(
     # The template's regex is trusted: a letter outside the options is still the extracted answer.
     if len(captured) == 1 and captured.isalpha():
         return captured
-    return _option_with_text(captured, options, allowed)
+    return _option_with_text(captured, pairs, allowed)
