@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import Any
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import read_row_at
+from reverify_assets.lib.jsonl import pread_line, read_row_at
 from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
 from reverify_assets.lib.payload import build_verify_payload
 from reverify_assets.lib.row_reward import is_masked, numeric_reward
@@ -26,6 +26,8 @@ class PairReader:
         self.inputs_path, self.rollouts_path = inputs, rollouts
         self._inputs = open(inputs, "rb")
         self._rollouts = open(rollouts, "rb")
+        self._last_input_offset = -1
+        self._last_input = b""
 
     def read(self, key: RolloutKey, input_at: tuple[int, int], rollout_at: tuple[int, int]) -> ReadPair:
         """``*_at`` are (byte offset, line number) pairs from the join plan. The rollout row is parsed here
@@ -46,10 +48,14 @@ class PairReader:
         return ReadPair(payload, numeric_reward(rollout_row), is_masked(rollout_row))
 
     def read_lines(self, input_at: tuple[int, int], rollout_at: tuple[int, int]) -> tuple[bytes, bytes]:
-        """The two stored lines as they are, unparsed and unchecked: for a server that checks them itself."""
-        self._inputs.seek(input_at[0])
-        self._rollouts.seek(rollout_at[0])
-        return self._inputs.readline().rstrip(b"\r\n"), self._rollouts.readline().rstrip(b"\r\n")
+        """The two stored lines as they are, unparsed and unchecked: for a server that checks them itself.
+
+        Rows come in key order, so a task's rollouts follow each other and share one input line: it is read once.
+        """
+        if input_at[0] != self._last_input_offset:
+            self._last_input = pread_line(self._inputs.fileno(), input_at[0])
+            self._last_input_offset = input_at[0]
+        return self._last_input, pread_line(self._rollouts.fileno(), rollout_at[0])
 
     def close(self) -> None:
         self._inputs.close()

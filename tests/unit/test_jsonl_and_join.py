@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import orjson
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import LineAppender, iter_jsonl, write_json_atomic
+from reverify_assets.lib.jsonl import PREAD_FIRST_BYTES, LineAppender, iter_jsonl, pread_line, write_json_atomic
 from reverify_assets.lib.key_index import join_rollouts_to_inputs, scan_keys
 
 
@@ -85,6 +86,29 @@ def test_join_names_the_rollout_without_an_input(tmp_path: Path) -> None:
     rollouts_index = scan_keys(write_lines(tmp_path / "r.jsonl", [row(0, 0), row(7, 2), row(8, 0)]))
     with pytest.raises(ReverifyError, match=r"r.jsonl:2: rollout \(task 7, rollout 2\) has no matching row .*1 more"):
         join_rollouts_to_inputs(inputs_index, rollouts_index)
+
+
+@pytest.mark.parametrize(
+    ("content", "offset", "line"),
+    [
+        (b"ab\ncd\n", 0, b"ab"),
+        (b"ab\ncd\n", 3, b"cd"),
+        (b"ab\r\ncd", 4, b"cd"),  # the last line may lack its line break
+        (b"ab\r\ncd\n", 0, b"ab"),
+        (b"ab\n", 3, b""),  # at the end of the file
+        (b"x" * PREAD_FIRST_BYTES + b"\nrest\n", 0, b"x" * PREAD_FIRST_BYTES),  # the break just past the first read
+        (b"y" * (5 * PREAD_FIRST_BYTES + 7) + b"\n", 0, b"y" * (5 * PREAD_FIRST_BYTES + 7)),  # several reads
+        (b"z" * (3 * PREAD_FIRST_BYTES), 0, b"z" * (3 * PREAD_FIRST_BYTES)),  # a long last line without a break
+    ],
+)
+def test_pread_line_reads_one_whole_line(tmp_path: Path, content: bytes, offset: int, line: bytes) -> None:
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(content)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert pread_line(fd, offset) == line
+    finally:
+        os.close(fd)
 
 
 def test_line_appender_writes_whole_lines(tmp_path: Path) -> None:

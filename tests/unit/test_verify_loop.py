@@ -14,7 +14,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
-from reverify_assets.pipeline.row_source import ReadPair
+from reverify_assets.pipeline.row_source import PairReader, ReadPair
 from reverify_assets.pipeline.verify_loop import verify_plan
 from reverify_assets.verifier.client import StoredRowOutcome, VerifyOutcome
 
@@ -222,3 +222,19 @@ def test_a_stale_stored_row_stops_the_run_and_keeps_what_settled(tmp_path: Path,
         asyncio.run(run)
     tasks = written_tasks(files)
     assert 5 not in tasks and len(tasks) == len(set(tasks)), "nothing stored for the stale row, nothing twice"
+
+
+def test_pair_reader_reads_the_stored_lines_at_their_offsets(tmp_path: Path) -> None:
+    inputs, rollouts = tmp_path / "inputs.jsonl", tmp_path / "rollouts.jsonl"
+    inputs.write_bytes(b'{"i":0}\n{"i":1}\r\n')
+    rollouts.write_bytes(b'{"r":0}\n{"r":1}\n{"r":2}')
+    # A task's rollouts share their input line, which is read once; then another input, then the first again.
+    reads = [((0, 1), (16, 3)), ((0, 1), (0, 1)), ((8, 2), (8, 2)), ((0, 1), (8, 2))]
+    with PairReader(inputs, rollouts) as pairs:
+        lines = [pairs.read_lines(input_at, rollout_at) for input_at, rollout_at in reads]
+    assert lines == [
+        (b'{"i":0}', b'{"r":2}'),
+        (b'{"i":0}', b'{"r":0}'),
+        (b'{"i":1}', b'{"r":1}'),
+        (b'{"i":0}', b'{"r":1}'),
+    ]
