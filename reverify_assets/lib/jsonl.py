@@ -22,7 +22,7 @@ from reverify_assets.lib.atomic_files import temporary_name
 # 64 KiB 0.04-0.05 s.
 READ_BUFFER_BYTES = 1 << 16
 # A rollout line runs to a few kilobytes: one read of this size takes most lines whole.
-PREAD_FIRST_BYTES = 1 << 13
+PREAD_FIRST_BYTES = 1 << 12
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any
 
 from reverify_assets.config.topology import ServerBlock
+from reverify_assets.lib.json_objects import is_mapping
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey
 
 FAILURE_CLASS_FIELD = "_ng_failure_class"
@@ -40,7 +41,7 @@ def provenance(config_hash: str, server: ServerBlock, reverify_mode: str) -> dic
 def scoring_config(row: Mapping[str, Any]) -> str:
     """The verifier config hash that scored a row, or ``ORIGINAL_CONFIG`` when the row does not say."""
     stamp = row.get(PROVENANCE_FIELD)
-    config = stamp.get("config_hash") if isinstance(stamp, Mapping) else None
+    config = stamp.get("config_hash") if is_mapping(stamp) else None
     return config if isinstance(config, str) and config else ORIGINAL_CONFIG
 
 

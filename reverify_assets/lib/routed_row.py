@@ -48,7 +48,7 @@ def routed(row: dict[str, Any]) -> RoutedRow:
     destination = destination_of(row)
     return RoutedRow(
         destination,
-        b"" if destination is Destination.NOWHERE else orjson.dumps(row) + b"\n",
+        b"" if destination is Destination.NOWHERE else orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE),
         row.get(FAILURE_CLASS_FIELD) if destination is Destination.SIDECAR else None,
         numeric_reward(row),
         is_masked(row),

@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from reverify_assets.lib.json_objects import is_mapping
 from reverify_assets.metrics.names import MASK_SAMPLE, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, USAGE
 
 Number = int | float
@@ -37,9 +38,8 @@ _PLANS: dict[Any, _Plan] = {}
 
 def usage_of(row: Mapping[str, Any]) -> Mapping[str, Any]:
     response = row.get(RESPONSE)
-    # `type(...) is dict` first: isinstance against the Mapping ABC costs more than the rest of a row.
-    usage = response.get(USAGE) if type(response) is dict or isinstance(response, Mapping) else None
-    return usage if type(usage) is dict or isinstance(usage, Mapping) else _EMPTY
+    usage = response.get(USAGE) if is_mapping(response) else None
+    return usage if is_mapping(usage) else _EMPTY
 
 
 def _is_number(kind: type) -> bool:

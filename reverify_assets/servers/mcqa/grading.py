@@ -15,6 +15,8 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Any, Final, Literal
 
+from reverify_assets.lib.json_objects import is_mapping
+
 __all__ = [
     "DEFAULT_ROW_GRADING_MODE",
     "ROW_GRADING_MODES",
@@ -177,19 +179,14 @@ def grade(
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
-def _is_mapping(value: Any) -> bool:
-    # `type(...) is dict` first: rows are parsed JSON, and the check against the Mapping ABC is slow.
-    return type(value) is dict or isinstance(value, Mapping)
-
-
 def _iter_mappings(value: Any) -> Iterable[Mapping[str, Any]]:
     if not isinstance(value, list | tuple):
         return ()
-    return [element for element in value if _is_mapping(element)]
+    return [element for element in value if is_mapping(element)]
 
 
 def _option_pairs(options: Sequence[Mapping[str, Any]] | None) -> list[tuple[Any, Any]]:
-    return [pair for entry in options or () if _is_mapping(entry) for pair in entry.items()]
+    return [pair for entry in options or () if is_mapping(entry) for pair in entry.items()]
 
 
 def _allowed_letters(pairs: list[tuple[Any, Any]]) -> set[str]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from reverify_assets.lib.json_objects import is_mapping
 from reverify_assets.metrics import mcqa as mcqa_metrics
 from reverify_assets.servers.mcqa.grading import (
     MCQAInputError,
@@ -39,7 +39,7 @@ class MCQAServer(ResourcesServer):
 
     async def verify(self, body: dict[str, Any]) -> dict[str, Any]:
         response = body.get("response")
-        if not isinstance(response, Mapping):
+        if not is_mapping(response):
             raise BadVerifyRequest("`response` must be an object (a Responses API response)")
         options = body.get("options")
         if options is not None and not isinstance(options, list):
@@ -48,7 +48,7 @@ class MCQAServer(ResourcesServer):
         if expected is not None and not isinstance(expected, str):
             raise BadVerifyRequest("`expected_answer` must be a string")
         template_metadata = body.get("template_metadata")
-        if template_metadata is not None and not isinstance(template_metadata, Mapping):
+        if template_metadata is not None and not is_mapping(template_metadata):
             raise BadVerifyRequest("`template_metadata` must be an object")
         if "grading_mode" in body and body["grading_mode"] is None:
             raise BadVerifyRequest("`grading_mode` may be omitted but not null")
