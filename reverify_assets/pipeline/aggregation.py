@@ -19,6 +19,7 @@ import orjson
 
 from reverify_assets.config.topology import Topology
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.json_objects import is_mapping
 from reverify_assets.lib.result_routing import agent_name, run_label
 from reverify_assets.metrics.accumulator import MetricsAccumulator
 from reverify_assets.pipeline.coverage_count import CoverageTally, GroupKey
@@ -37,9 +38,12 @@ NOT_IN_SUMMARY = "perf_summary"
 
 
 def strip_for_aggregation(row: dict[str, Any]) -> dict[str, Any]:
-    stripped = {name: value for name, value in row.items() if name not in NOT_SENT_TO_AGGREGATION}
+    # A copy less four fields: cheaper than a comprehension over every field, and the order is the same.
+    stripped = dict(row)
+    for name in NOT_SENT_TO_AGGREGATION:
+        stripped.pop(name, None)
     response = row.get("response")
-    if isinstance(response, Mapping):
+    if is_mapping(response):
         stripped["response"] = {"usage": response.get("usage")}
     return stripped
 
