@@ -6,9 +6,8 @@ joining and sorting a million rows costs tens of megabytes; rows are read back o
 
 from __future__ import annotations
 
-import io
 from array import array
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import numpy as np
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl, parse_row
-from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
+from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
+from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
 from reverify_assets.lib.sorted_keys import (
     KEY_COLUMNS,
     ROW_NUMBER_DTYPE,
@@ -28,10 +27,6 @@ from reverify_assets.lib.sorted_keys import (
 )
 
 INDEX_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "offset": pl.Int64, "line": pl.Int64}
-JSON_WHITESPACE = frozenset(b" \t\r\n")
-# Whole lines per read: thousands of rows, which polars parses in parallel, and small buffers: at 1M rows, 8 MB
-# reads peaked 35 MB lower than 32 MB reads did, in the same time.
-BLOCK_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -70,101 +65,6 @@ def scan_keys(
     if reject_duplicates:
         reject_duplicate_keys(index)
     return index
-
-
-def read_key_fields(path: Path, fields: Mapping[str, pl.DataType], *, limit: int | None = None) -> pl.DataFrame | None:
-    """The key and ``fields`` of every row (the first ``limit``), with its byte offset and line number.
-
-    Read by polars' NDJSON reader, which parses and validates every line without holding the GIL, so it
-    runs alongside the rest of the start-up; the line-by-line scan (``scan_keys``) holds the GIL
-    throughout and costs more CPU time. Only the line offsets are found in Python (a ``find`` per line).
-    The file is read in blocks of whole lines (see :func:`line_blocks`): neither polars nor a memory map
-    gets the whole file, whose pages would otherwise count in the process's memory at any size.
-
-    Columns: task, rollout (null where the field is missing or null), ``fields``, offset, line. None when
-    only the line-by-line scan can say what is wrong with the file: a blank line, or a line polars
-    rejected (bad JSON or UTF-8, a key that is not an integer, a field of another JSON type than asked).
-    Left to the verify step, which parses every row again and re-checks its key: a line orjson rejects
-    but polars accepts (a lone surrogate escape) and a field named twice in one object (polars keeps the
-    first, orjson the last).
-    """
-    schema = {TASK_FIELD: pl.Int64, ROLLOUT_FIELD: pl.Int64, **fields}
-    # Text fields of a key scan (routing fields) repeat across rows: one copy of each value, not one a row.
-    repeated = [pl.col(name).cast(pl.Categorical) for name, dtype in fields.items() if dtype == pl.String]
-    frames: list[pl.DataFrame] = []
-    offsets: array[int] = array("q")
-    try:
-        for base, block in line_blocks(path):
-            block_offsets = _block_line_offsets(block, base)
-            if block_offsets is None:
-                return None
-            frame = pl.read_ndjson(io.BytesIO(block), schema=schema).with_columns(repeated)
-            if len(block_offsets) != frame.height:  # polars skips blank lines
-                return None
-            offsets.extend(block_offsets)
-            frames.append(frame)
-            if limit is not None and len(offsets) >= limit:
-                break
-    except (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException):
-        return None
-    # One contiguous copy, then the blocks' frames go: later steps would copy the chunks anyway, with the
-    # blocks still held. The offsets are taken as they are (a numpy view of the array).
-    frame = pl.concat(frames, rechunk=True) if frames else pl.DataFrame(schema=schema)
-    frames.clear()
-    if limit is not None:
-        frame, offsets = frame.head(limit), offsets[:limit]
-    return frame.rename({TASK_FIELD: "task", ROLLOUT_FIELD: "rollout"}).with_columns(
-        pl.Series("offset", np.frombuffer(offsets, dtype=np.int64)),
-        pl.int_range(1, frame.height + 1, dtype=pl.Int64).alias("line"),
-    )
-
-
-def line_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """``(offset, bytes)`` of consecutive blocks of whole lines (the last may lack its newline)."""
-    with open(path, "rb") as fh:
-        base = 0
-        while block := fh.read(block_bytes):
-            if not block.endswith(b"\n"):
-                block += fh.readline()  # the rest of the last line
-            yield base, block
-            base += len(block)
-
-
-def _block_line_offsets(block: bytes, base: int) -> array[int] | None:
-    """The file offsets of the lines of one block; None if one is blank."""
-    offsets: array[int] = array("q")
-    find, start, size = block.find, 0, len(block)
-    while start < size:
-        end = find(b"\n", start)
-        end = size if end < 0 else end
-        # JSON may start with whitespace, so only such a line needs a closer look.
-        if block[start] in JSON_WHITESPACE and not block[start:end].strip():
-            return None
-        offsets.append(base + start)
-        start = end + 1
-    return offsets
-
-
-def recheck_rows(path: Path, frame: pl.DataFrame, suspect: pl.Expr, check: RowCheck | None = None) -> pl.DataFrame:
-    """Parse the ``suspect`` rows of a ``read_key_fields`` frame line by line, as ``scan_keys`` would.
-
-    The first bad one raises the error the line-by-line scan gives; the keys of the others are taken from
-    that parse. Returns the frame with the exact keys.
-    """
-    rows = frame.with_row_index("position").filter(suspect)
-    if rows.is_empty():
-        return frame
-    tasks, rollouts = frame["task"].to_list(), frame["rollout"].to_list()
-    with open(path, "rb") as fh:
-        for position, offset, line_no in rows.select("position", "offset", "line").iter_rows():
-            fh.seek(offset)
-            raw = fh.readline().rstrip(b"\r\n")
-            entry = JsonlLine(line_no, offset, raw, parse_row(raw, path, line_no))
-            key = row_key(entry.row, path, line_no)
-            if check is not None:
-                check(entry, key)
-            tasks[position], rollouts[position] = key
-    return frame.with_columns(pl.Series("task", tasks, dtype=pl.Int64), pl.Series("rollout", rollouts, dtype=pl.Int64))
 
 
 def reject_duplicate_keys(index: KeyIndex) -> None:

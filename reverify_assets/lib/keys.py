@@ -11,6 +11,7 @@ TASK_FIELD = "_ng_task_index"
 ROLLOUT_FIELD = "_ng_rollout_index"
 
 RolloutKey = tuple[int, int]
+INDEX_MIN, INDEX_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def row_key(row: dict[str, Any], path: Path | str, line_no: int) -> RolloutKey:
@@ -21,6 +22,8 @@ def row_key(row: dict[str, Any], path: Path | str, line_no: int) -> RolloutKey:
         if not isinstance(value, int) or isinstance(value, bool):
             found = "it is missing" if value is None else f"found {value!r}"
             raise ReverifyError(f"{path}:{line_no}: `{field}` must be an integer ({found})")
+        if not INDEX_MIN <= value <= INDEX_MAX:  # every index of keys holds 64-bit integers
+            raise ReverifyError(f"{path}:{line_no}: `{field}` must fit in 64 bits (found {value})")
     return task, rollout  # type: ignore[return-value]
 
 

@@ -138,28 +138,3 @@ def key_in(frame: pl.DataFrame, keys: pl.DataFrame) -> pl.Series:
     known, wanted = packed
     _, found = positions_in(np.unique(known), wanted)
     return pl.Series("in_keys", found)
-
-
-def first_appearance_groups(frame: pl.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows grouped by equal values of ``columns`` (null equal to null), numbered in order of first appearance.
-
-    Returns each row's group number and each group's first row.
-    """
-    group = np.zeros(frame.height, dtype=np.int64)
-    if all(_all_alike(frame[name]) for name in columns):  # one group, as routing fields mostly are
-        return group, np.zeros(min(1, frame.height), dtype=np.int64)
-    for name in columns:
-        ranks = frame[name].rank("dense").fill_null(0).to_numpy().astype(np.int64)
-        width = int(ranks.max()) + 1 if len(ranks) else 1
-        # Renumbered densely after each column, so the product never exceeds rows squared.
-        _, group = np.unique(group * width + ranks, return_inverse=True)
-    _, first_rows, group = np.unique(group, return_index=True, return_inverse=True)
-    order = np.argsort(first_rows, kind="stable")
-    renumbered = np.empty_like(order)
-    renumbered[order] = np.arange(len(order))
-    return renumbered[group], first_rows[order]
-
-
-def _all_alike(column: pl.Series) -> bool:
-    """Whether every value equals the first (null equal to null): one pass, no sort."""
-    return column.is_empty() or bool(column.eq_missing(column[0]).all())

@@ -17,24 +17,19 @@ from reverify_assets.config.fingerprint import verifier_config_hash
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.topology import Topology, read_topology
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import JsonlLine, read_row_at
+from reverify_assets.lib.jsonl import JsonlLine
+from reverify_assets.lib.key_columns import KeyColumns, scan_key_columns
 from reverify_assets.lib.key_index import (
     INDEX_SCHEMA,
     KeyIndex,
     join_rollouts_to_inputs,
-    read_key_fields,
-    recheck_rows,
     reject_duplicate_keys,
     scan_keys,
 )
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
-from reverify_assets.lib.sorted_keys import first_appearance_groups
+from reverify_assets.lib.route_fields import RouteTable, route_fields
 from reverify_assets.servers.registry import validate_builtin_block
-
-ROUTE_FIELDS = ("agent_ref", "task_source", "_ng_environment_server")
-# Reads `response` as null when missing (or null) and as a struct when it is an object, without building it.
-RESPONSE_PRESENCE = pl.Struct({"__reverify_presence__": pl.Null})
 
 
 @dataclass(frozen=True)
@@ -68,77 +63,64 @@ def inputs_index_frame(index: InputsIndex) -> pl.DataFrame:
 def index_inputs(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
     """The materialized inputs' key index, with each row's route, scanned now (``startup_prefetch.scan_inputs``
     takes the start-up's instead, when it made one)."""
-    frame = read_key_fields(path, dict.fromkeys(ROUTE_FIELDS, pl.String))
-    if frame is None:
+    return inputs_index_of(path, scan_key_columns(path, with_routes=True), reject_duplicates=reject_duplicates)
+
+
+def inputs_index_of(path: Path, columns: KeyColumns | None, *, reject_duplicates: bool = True) -> InputsIndex:
+    """The inputs index from ``scan_key_columns``'s columns of ``path``; None: the exact scan's."""
+    if columns is None:
         return _scan_inputs_by_line(path, reject_duplicates=reject_duplicates)
-    frame = recheck_rows(path, frame, pl.any_horizontal(pl.col("task", "rollout").is_null()))
-    keys = KeyIndex(path, frame.select(list(INDEX_SCHEMA)))
+    assert columns.route_of_row is not None and columns.routes is not None  # scanned with_routes
+    keys = KeyIndex(path, key_frame(columns))
     if reject_duplicates:
         reject_duplicate_keys(keys)
-    route_of_row, routes = _routes(path, frame)
-    return InputsIndex(keys, route_of_row, routes)
-
-
-def _routes(path: Path, frame: pl.DataFrame) -> tuple[pl.Series, list[dict[str, Any]]]:
-    """Each row's route, numbered in order of first appearance as ``_scan_inputs_by_line`` numbers them.
-
-    Rows are grouped by their routing fields as polars read them (an object's JSON text, a string's
-    value), then each group's fields are taken from its first row, parsed exactly. Groups whose rows hold
-    the same fields in another spelling (spacing inside an object) share a route; rows that read alike but
-    differ in JSON type (a field missing in one and null in another, ``5`` and ``"5"``) share their first
-    row's route.
-    """
-    group_of_row, first_rows = first_appearance_groups(frame, ROUTE_FIELDS)
-    route_ids: dict[bytes, int] = {}
-    routes: list[dict[str, Any]] = []
-    group_route: list[int] = []
-    firsts = frame.select("offset", "line")[first_rows]
-    with open(path, "rb") as fh:
-        for offset, line in firsts.iter_rows():
-            row = read_row_at(fh, offset, path, line)
-            group_route.append(_route_id(row, route_ids, routes))
-    per_row = np.asarray(group_route, dtype=np.int32)[group_of_row]
-    return pl.Series("route", per_row, dtype=pl.Int32), routes
-
-
-def _route_id(row: dict[str, Any], route_ids: dict[bytes, int], routes: list[dict[str, Any]]) -> int:
-    fields = {name: row[name] for name in ROUTE_FIELDS if name in row}
-    signature = repr(sorted(fields.items())).encode()
-    if signature not in route_ids:
-        route_ids[signature] = len(routes)
-        routes.append(fields)
-    return route_ids[signature]
+    route_of_row = pl.Series("route", np.frombuffer(columns.route_of_row, dtype=np.int32), dtype=pl.Int32)
+    return InputsIndex(keys, route_of_row, columns.routes)
 
 
 def _scan_inputs_by_line(path: Path, *, reject_duplicates: bool) -> InputsIndex:
-    route_ids: dict[bytes, int] = {}
-    routes: list[dict[str, Any]] = []
+    table = RouteTable()
     per_row: list[int] = []
 
     def remember_route(entry: JsonlLine, _: RolloutKey) -> None:
-        per_row.append(_route_id(entry.row, route_ids, routes))
+        per_row.append(table.id_of(route_fields(entry.row)))
 
     keys = scan_keys(path, check=remember_route, reject_duplicates=reject_duplicates)
-    return InputsIndex(keys, pl.Series("route", per_row, dtype=pl.Int32), routes)
+    return InputsIndex(keys, pl.Series("route", per_row, dtype=pl.Int32), table.routes)
 
 
 def index_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: bool = True) -> KeyIndex:
     """The rollouts' key index, in file order, scanned now (``startup_prefetch.scan_rollouts`` takes the start-up's,
     in key order, when it made one)."""
+    columns = scan_key_columns(path, require_response=True, limit=limit)
+    return rollouts_index_of(path, columns, limit=limit, reject_duplicates=reject_duplicates)
 
-    def require_response(entry: JsonlLine, key: RolloutKey) -> None:
-        if "response" not in entry.row:
-            raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
-    frame = read_key_fields(path, {"response": RESPONSE_PRESENCE}, limit=limit)
-    if frame is None:
+def rollouts_index_of(
+    path: Path, columns: KeyColumns | None, *, limit: int | None = None, reject_duplicates: bool = True
+) -> KeyIndex:
+    """The rollouts index from ``scan_key_columns``'s columns of ``path``; None: the exact scan's."""
+    if columns is None:
+
+        def require_response(entry: JsonlLine, key: RolloutKey) -> None:
+            if "response" not in entry.row:
+                raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
+
         return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)
-    # A null response is missing or JSON null: only the line itself tells which.
-    suspect = pl.any_horizontal(pl.col("task", "rollout", "response").is_null())
-    index = KeyIndex(path, recheck_rows(path, frame, suspect, require_response).select(list(INDEX_SCHEMA)))
+    index = KeyIndex(path, key_frame(columns))
     if reject_duplicates:
         reject_duplicate_keys(index)
     return index
+
+
+def key_frame(columns: KeyColumns) -> pl.DataFrame:
+    values = (
+        np.frombuffer(columns.tasks, dtype=np.int64),
+        np.frombuffer(columns.rollouts, dtype=np.int64),
+        np.frombuffer(columns.offsets, dtype=np.int64),
+        np.arange(1, columns.rows + 1, dtype=np.int64),
+    )
+    return pl.DataFrame(dict(zip(INDEX_SCHEMA, values, strict=True)), schema=INDEX_SCHEMA)
 
 
 def rollouts_scan_limit(limit: int | None, judge_failed_only: bool) -> int | None:

@@ -1,4 +1,4 @@
-"""The polars scans of the inputs and rollouts agree with the line-by-line scan: same index, same errors."""
+"""The simdjson scans of the inputs and rollouts agree with the line-by-line scan: same index, same errors."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import polars as pl
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import key_index
+from reverify_assets.lib import key_columns
 from reverify_assets.lib.jsonl import JsonlLine
-from reverify_assets.lib.key_index import read_key_fields, scan_keys
+from reverify_assets.lib.key_columns import scan_key_columns
+from reverify_assets.lib.key_index import scan_keys
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
 from reverify_assets.pipeline.preparation import _scan_inputs_by_line, index_inputs, index_rollouts
 
 AGENT = {"type": "responses_api_agents", "name": "a"}
-original_line_blocks = key_index.line_blocks
 
 
 def row(task: object, rollout: object, **extra: object) -> bytes:
@@ -68,11 +68,15 @@ GOOD = [rollout(2, 1), rollout(0, 0, note="é" * 3), rollout(1, 3, x=[1, {"y": N
         [b'{"_ng_task_index": 123456789012345678901234, "_ng_rollout_index": 0, "response": {}}'],
         [GOOD[0], row(5, 0)],  # response missing
         [GOOD[0], row(5, 0, response=None)],  # response null: present
-        [GOOD[0], row(5, 0, response="text")],  # not an object: polars refuses, the exact scan decides
+        [GOOD[0], row(5, 0, response="text")],  # not an object, but there: the verify step decides
         [*GOOD, GOOD[1]],  # duplicate key
         [rollout(3, 0, meta={"_ng_task_index": 9, "_ng_rollout_index": 9})],  # nested keys
         [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}, "s": "\\ud83d\\ude00"}'],
         [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}, "s": "\xff"}'],  # not UTF-8
+        [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}, "s": "\\ud800"}'],  # a lone surrogate
+        [b'{"_ng_task_index": 9223372036854775808, "_ng_rollout_index": 0, "response": {}}'],  # beyond int64
+        [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}, "big": 123456789012345678901234}'],
+        [rollout(-1, 0)],
         [],
     ],
 )
@@ -140,12 +144,29 @@ def test_inputs_with_one_route_spelled_two_ways_share_it(tmp_path: Path) -> None
     assert fast.route_of_row.to_list() == [0, 0]
 
 
-def test_a_route_field_null_in_one_row_and_missing_in_another_shares_the_first_route(tmp_path: Path) -> None:
-    """Polars reads both as null; routing treats them alike too."""
+def test_a_route_field_null_in_one_row_and_missing_in_another_are_two_routes(tmp_path: Path) -> None:
+    """As the line-by-line scan numbers them; both route to the same server."""
     path = write(tmp_path / "inputs.jsonl", [row(0, 0, agent_ref=AGENT, task_source=None), row(1, 0, agent_ref=AGENT)])
     fast = index_inputs(path)
-    assert fast.routes == [{"agent_ref": AGENT, "task_source": None}]
-    assert fast.route_of_row.to_list() == [0, 0]
+    assert fast.routes == [{"agent_ref": AGENT, "task_source": None}, {"agent_ref": AGENT}]
+    assert fast.route_of_row.to_list() == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "routes",
+    [
+        [{"agent_ref": {**AGENT, "extra": [1, 2.5, None]}}, {"agent_ref": AGENT}, {"agent_ref": AGENT}],
+        [{"task_source": 5}, {"task_source": "5"}, {"task_source": 5.0}, {"task_source": True}, {"task_source": 1}],
+        [{"agent_ref": ["a"]}, {"agent_ref": "a"}, {"agent_ref": {"name": "a"}}],
+    ],
+)
+def test_route_fields_of_other_json_types_number_as_the_line_by_line_scan(
+    tmp_path: Path, routes: list[dict[str, object]]
+) -> None:
+    path = write(tmp_path / "inputs.jsonl", [row(i, 0, **fields) for i, fields in enumerate(routes)])
+    fast, exact = index_inputs(path), _scan_inputs_by_line(path, reject_duplicates=True)
+    assert fast.route_of_row.to_list() == exact.route_of_row.to_list()
+    assert fast.routes == exact.routes
 
 
 def test_inputs_errors_name_file_and_line(tmp_path: Path) -> None:
@@ -155,50 +176,43 @@ def test_inputs_errors_name_file_and_line(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_is_reported_by_the_line_by_line_scan(tmp_path: Path) -> None:
-    assert read_key_fields(tmp_path / "nope.jsonl", {}) is None
+    assert scan_key_columns(tmp_path / "nope.jsonl") is None
     with pytest.raises(ReverifyError, match=r"cannot read .*nope.jsonl"):
         index_rollouts(tmp_path / "nope.jsonl")
 
 
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [
-        (b'{"a":1}\n{"b":22}\n{"c":3}', [0, 8, 17]),
-        (b'{"a":1}\r\n{"b":22}\r\n', [0, 9]),
-        (b'{"a":1}\r\n{"b":22}\n{"c":3}', [0, 9, 18]),
-        (b"", []),
-    ],
-)
+@pytest.mark.parametrize("ends", [[b"\n", b"\n", b""], [b"\r\n", b"\r\n"], [b"\r\n", b"\n", b""], []])
 @pytest.mark.parametrize("limit", [None, 10])
-def test_line_offsets(tmp_path: Path, data: bytes, expected: list[int], limit: int | None) -> None:
+def test_line_offsets(tmp_path: Path, ends: list[bytes], limit: int | None) -> None:
+    lines = [rollout(task, 0, pad="x" * task) for task in range(len(ends))]
     path = tmp_path / "f.jsonl"
-    path.write_bytes(data)
-    frame = read_key_fields(path, {}, limit=limit)
-    assert frame is not None and frame["offset"].to_list() == expected
+    path.write_bytes(b"".join(line + end for line, end in zip(lines, ends, strict=True)))
+    offsets = [
+        sum(len(line) + len(end) for line, end in zip(lines[:at], ends, strict=False)) for at in range(len(lines))
+    ]
+    columns = scan_key_columns(path, limit=limit)
+    assert columns is not None and columns.offsets.tolist() == offsets
+    assert list(columns.lines) == list(range(1, len(lines) + 1))
+    assert index_rollouts(path, limit=limit).frame.equals(exact_rollouts(path, limit=limit))
 
 
 def test_a_blank_line_leaves_the_file_to_the_line_by_line_scan(tmp_path: Path) -> None:
     path = write(tmp_path / "f.jsonl", [row(0, 0), b"", row(1, 0)])
-    assert read_key_fields(path, {}) is None
-    assert read_key_fields(path, {}, limit=3) is None
+    assert scan_key_columns(path) is None
+    assert scan_key_columns(path, limit=3) is None
+    limited = scan_key_columns(path, limit=1)  # the blank line comes after the rows asked for
+    assert limited is not None and limited.rows == 1
 
 
 @pytest.mark.parametrize("block_bytes", [1, 7, 64, 1 << 20])
 @pytest.mark.parametrize("end", [b"\n", b"\r\n"])
-def test_files_read_in_blocks_of_whole_lines_index_as_one_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int, end: bytes
+@pytest.mark.parametrize("last_end", [b"", b"\n"])
+def test_files_read_in_pieces_index_as_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int, end: bytes, last_end: bytes
 ) -> None:
     lines = [rollout(task, 0, note="x" * (task * 5)) for task in range(12)]
     path = tmp_path / "r.jsonl"
-    path.write_bytes(end.join(lines))  # the last line has no newline
-    blocks = list(key_index.line_blocks(path, block_bytes))
-    assert b"".join(block for _, block in blocks) == path.read_bytes()
-    assert all(block.endswith(b"\n") for _, block in blocks[:-1])
-    assert [base for base, _ in blocks] == [sum(len(block) for _, block in blocks[:at]) for at in range(len(blocks))]
-    monkeypatch.setattr(key_index, "line_blocks", lambda p: original_line_blocks(p, block_bytes))
-    fast = read_key_fields(path, {})
-    assert fast is not None and fast.select("task", "rollout", "offset", "line").equals(
-        exact_rollouts(path).select("task", "rollout", "offset", "line")
-    )
-    limited = read_key_fields(path, {}, limit=5)
-    assert limited is not None and limited["offset"].to_list() == exact_rollouts(path)["offset"].to_list()[:5]
+    path.write_bytes(end.join(lines) + last_end)
+    monkeypatch.setattr(key_columns, "BLOCK_BYTES", block_bytes)
+    assert index_rollouts(path).frame.equals(exact_rollouts(path))
+    assert index_rollouts(path, limit=5).frame.equals(exact_rollouts(path, limit=5))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,6 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.key_index import KeyIndex, join_rollouts_to_inputs
 from reverify_assets.lib.sorted_keys import (
     duplicated_keys,
-    first_appearance_groups,
     first_row_of_each_key,
     key_in,
     packed_keys,
@@ -122,28 +120,6 @@ def test_positions_in() -> None:
     at, found = positions_in(np.array([2, 4, 9]), np.array([9, 3, 2, 10, 4]))
     assert found.tolist() == [True, False, True, False, True]
     assert at[found].tolist() == [2, 0, 1]
-
-
-@pytest.mark.parametrize(
-    "values",
-    [["a", "b", None, "a b"], ["same"], [None], ["a", None]],
-    ids=["several groups", "one group", "all null", "null and a value"],
-)
-def test_first_appearance_groups_match_a_dict(values: list[str | None]) -> None:
-    rng = random.Random(7)
-    frame = pl.DataFrame(
-        {name: [rng.choice(values) for _ in range(500)] for name in ("x", "y")}, schema={"x": pl.String, "y": pl.String}
-    ).with_columns(pl.col("x").cast(pl.Categorical))
-    group_of_row, first_rows = first_appearance_groups(frame, ["x", "y"])
-    seen: dict[tuple[object, object], int] = {}
-    expected = [seen.setdefault(row, len(seen)) for row in frame.iter_rows()]
-    assert group_of_row.tolist() == expected
-    assert first_rows.tolist() == [expected.index(g) for g in range(len(seen))]
-
-
-def test_first_appearance_groups_of_no_rows() -> None:
-    group_of_row, first_rows = first_appearance_groups(pl.DataFrame({"x": []}, schema={"x": pl.String}), ["x"])
-    assert group_of_row.tolist() == [] and first_rows.tolist() == []
 
 
 def index(keys: list[tuple[int, int]], path: str) -> KeyIndex:
