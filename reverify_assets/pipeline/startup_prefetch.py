@@ -1,5 +1,6 @@
-"""``reverify run``'s start-up: the key scans, the join and the sources' fingerprints, started in threads as soon
-as the command's options are known, so that they overlap the Dagster import and instance set-up.
+"""``reverify run``'s start-up: the key scans, the join and the sources' fingerprints, started as soon as the
+command's options are known, so that they overlap the Dagster import and instance set-up. The scans run in
+processes of their own (``key_scan_process``), the rest in threads.
 
 The assets that need them then take their results instead of doing the work again (``scan_inputs``,
 ``scan_rollouts``, ``write_inputs_index``, ``take_prefetched_plan``); the verify step takes the plan its
@@ -8,6 +9,7 @@ process wrote (``read_plan``).
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import shutil
@@ -27,6 +29,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import prefetch
 from reverify_assets.lib.atomic_files import move_into_place, write_parquet_atomic
 from reverify_assets.lib.key_index import KeyIndex
+from reverify_assets.lib.key_scan_process import ScanFailed, ScanProcess
 from reverify_assets.lib.sorted_keys import take_sorted_by_key
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
@@ -34,10 +37,13 @@ from reverify_assets.pipeline.preparation import (
     index_inputs,
     index_rollouts,
     inputs_index_frame,
+    inputs_index_of,
     join_and_route,
+    rollouts_index_of,
 )
 
 T = TypeVar("T")
+log = logging.getLogger("reverify")
 HANDED_OVER_PLAN = ("plan file",)
 START_UP_PREFIX = "start-up-"
 
@@ -123,15 +129,15 @@ def _take_prefetched(key: Hashable) -> Any:
 
 
 class PrefetchedInputs:
-    """``with PrefetchedInputs(...) as inputs:`` indexes, fingerprints and joins the two files in threads.
+    """``with PrefetchedInputs(...) as inputs:`` indexes, fingerprints and joins the two files.
 
     The assets that need these (``write_inputs_index``, ``scan_inputs``, ``scan_rollouts``,
     ``take_prefetched_plan``, the sources' content versions) take the results instead of doing the work
     again. ``join_with`` None: no join (judge recovery joins the inputs to the failures, not to the rollouts).
-    With the join, the inputs index is written to a parquet file in a folder made inside ``index_folder``
-    as soon as it is made, and its frame is let go once the join has used it: at a million rows that is
-    36 MB less held from the join to the end of the run's first step. What nobody took is forgotten on exit,
-    and the folder removed.
+    The scan processes write their columns to a folder made inside ``index_folder``; with the join, the inputs
+    index is written there too, as a parquet file, as soon as it is made, and its frame is let go once the join
+    has used it: at a million rows that is 36 MB less held from the join to the end of the run's first step.
+    What nobody took is forgotten on exit, the scan processes still running are stopped, and the folder removed.
     """
 
     def __init__(
@@ -148,6 +154,7 @@ class PrefetchedInputs:
         self._keys: list[Hashable] = []
         self._checks: list[Future[Any]] = []
         self._folder: Path | None = None
+        self._scans: list[ScanProcess] = []
 
     def __enter__(self) -> PrefetchedInputs:
         try:
@@ -158,26 +165,29 @@ class PrefetchedInputs:
         return self
 
     def _start(self) -> None:
+        self._folder = folder = _start_up_folder(self.index_folder)
+        inputs_scan = ScanProcess("inputs", self.inputs, None, folder / "inputs.keys")
+        rollouts_scan = ScanProcess("rollouts", self.rollouts, self.limit, folder / "rollouts.keys")
+        self._scans = [inputs_scan, rollouts_scan]
         rollouts_key = _scan_key("rollouts", self.rollouts, self.limit)
         for_the_join: queue.SimpleQueue[InputsIndex] = queue.SimpleQueue()
         if self.join_with is None:
             inputs_key = _scan_key("inputs", self.inputs)
-            inputs_index: Future[Any] = prefetch.start(inputs_key, [self.inputs], lambda: index_inputs(self.inputs))
+            inputs_index: Future[Any] = prefetch.start(
+                inputs_key, [self.inputs], lambda: _scanned_inputs(self.inputs, inputs_scan)
+            )
         else:
-            self._folder = _start_up_folder(self.index_folder)
             inputs_key = _written_key(self.inputs)
-            folder = self._folder
             inputs_index = prefetch.start(
-                inputs_key, [self.inputs], lambda: _index_and_write_inputs(self.inputs, folder, for_the_join)
+                inputs_key,
+                [self.inputs],
+                lambda: _index_and_write_inputs(self.inputs, inputs_scan, folder, for_the_join),
             )
 
-        def scan_rollouts_next() -> KeyIndex:
-            # One scan at a time: each already keeps every core busy, and two at once held about 100 MB more
-            # at their peak (1M rows); the inputs' errors come sooner, and the rollouts' no later.
-            inputs_index.exception()
-            return _in_key_order(index_rollouts(self.rollouts, limit=self.limit))
+        def rollouts_in_key_order() -> KeyIndex:
+            return _in_key_order(_scanned_rollouts(self.rollouts, self.limit, rollouts_scan))
 
-        rollouts_index = prefetch.start(rollouts_key, [self.rollouts], scan_rollouts_next)
+        rollouts_index = prefetch.start(rollouts_key, [self.rollouts], rollouts_in_key_order)
         self._keys = [inputs_key, rollouts_key]
         self._checks = [inputs_index, rollouts_index]
         if (setup := self.join_with) is not None:
@@ -194,6 +204,8 @@ class PrefetchedInputs:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        for scan in self._scans:
+            scan.stop()
         for key in self._keys:
             prefetch.forget(key)
         if self._folder is not None:
@@ -249,11 +261,31 @@ def _is_running(pid: int) -> bool:
     return True
 
 
+def _scanned_inputs(path: Path, scan: ScanProcess) -> InputsIndex:
+    """The inputs index from the scan process's columns; scanned here if the process failed."""
+    try:
+        columns = scan.columns()
+    except ScanFailed as exc:
+        log.debug("%s; scanning %s in this process", exc, path)
+        return index_inputs(path)
+    return inputs_index_of(path, columns)
+
+
+def _scanned_rollouts(path: Path, limit: int | None, scan: ScanProcess) -> KeyIndex:
+    """The rollouts index from the scan process's columns; scanned here if the process failed."""
+    try:
+        columns = scan.columns()
+    except ScanFailed as exc:
+        log.debug("%s; scanning %s in this process", exc, path)
+        return index_rollouts(path, limit=limit)
+    return rollouts_index_of(path, columns, limit=limit)
+
+
 def _index_and_write_inputs(
-    path: Path, folder: Path, for_the_join: queue.SimpleQueue[InputsIndex]
+    path: Path, scan: ScanProcess, folder: Path, for_the_join: queue.SimpleQueue[InputsIndex]
 ) -> WrittenInputsIndex:
     """Index the inputs, write the index to ``folder`` and hand the frame to the join, which alone holds it."""
-    index = index_inputs(path)
+    index = _scanned_inputs(path, scan)
     file = folder / "materialized_inputs.parquet"
     try:
         write_parquet_atomic(inputs_index_frame(index), file)

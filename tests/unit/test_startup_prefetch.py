@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +17,8 @@ import pytest
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import prefetch
+from reverify_assets.lib import key_scan_process, prefetch
+from reverify_assets.lib.key_columns import KeyColumns
 from reverify_assets.pipeline import startup_prefetch
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
@@ -98,13 +100,18 @@ def test_the_assets_take_the_prefetched_scans_and_plan(
 ) -> None:
     inputs, rollouts = files
     made: list[InputsIndex] = []
-    scan = startup_prefetch.index_inputs
+    scan, from_process = startup_prefetch.index_inputs, startup_prefetch.inputs_index_of
 
     def counted(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
         made.append(scan(path, reject_duplicates=reject_duplicates))
         return made[-1]
 
+    def counted_from_process(path: Path, columns: KeyColumns | None) -> InputsIndex:
+        made.append(from_process(path, columns))
+        return made[-1]
+
     monkeypatch.setattr(startup_prefetch, "index_inputs", counted)
+    monkeypatch.setattr(startup_prefetch, "inputs_index_of", counted_from_process)
     work = tmp_path / "work"
     target = work / "run" / "materialized_inputs.parquet"
     target.parent.mkdir(parents=True)
@@ -126,13 +133,13 @@ def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(
 ) -> None:
     inputs, rollouts = files
     scans: list[Path] = []
-    scan = startup_prefetch.index_inputs
+    scan = startup_prefetch.inputs_index_of
 
-    def counted(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
+    def counted(path: Path, columns: KeyColumns | None) -> InputsIndex:
         scans.append(path)
-        return scan(path, reject_duplicates=reject_duplicates)
+        return scan(path, columns)
 
-    monkeypatch.setattr(startup_prefetch, "index_inputs", counted)
+    monkeypatch.setattr(startup_prefetch, "inputs_index_of", counted)
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
         prefetched.wait()
         assert prefetch.take(("inputs index file", inputs.resolve())) is None
@@ -333,3 +340,74 @@ def test_this_thread_keeps_its_priority(files: tuple[Path, Path]) -> None:
     with PrefetchedInputs(*files, limit=None, join_with=None) as prefetched:
         prefetched.wait()
     assert os.getpriority(os.PRIO_PROCESS, 0) == before
+
+
+@pytest.mark.parametrize("fault", ["exit", "killed", "no answer"])
+def test_a_scan_process_that_fails_leaves_the_scan_to_this_process(
+    files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    inputs, rollouts = files
+    expected_plan = join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
+    started = key_scan_process.ScanProcess.__init__
+
+    def broken(self: key_scan_process.ScanProcess, kind: str, path: Path, limit: int | None, output: Path) -> None:
+        started(self, kind, path, limit, output)
+        if fault == "killed":
+            self.stop()
+        else:
+            self._process.wait()
+            output.unlink()
+            if fault == "no answer":
+                output.write_bytes(b'{"rows": 5, "routes": null}\n')  # fewer bytes than the rows it claims
+
+    if fault == "exit":
+        monkeypatch.setattr(sys, "executable", "false")  # a process that exits 1 at once
+    else:
+        monkeypatch.setattr(key_scan_process.ScanProcess, "__init__", broken)
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+        prefetched.wait()
+        plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
+    assert plan is not None and plan.equals(expected_plan)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}}', b"{bad"], r"rollouts.jsonl:2: malformed"),
+        (
+            [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}}'] * 2,
+            r"rollouts.jsonl: duplicate key \(task 0, rollout 0\) at lines 1, 2",
+        ),
+        (
+            [b'{"_ng_task_index": 0, "_ng_rollout_index": 0}'],
+            r"rollouts.jsonl:1: rollout \(task 0, rollout 0\) of result",
+        ),
+    ],
+)
+def test_the_scan_process_path_reports_the_exact_scans_errors(
+    tmp_path: Path, setup: VerifierSetup, rows: list[bytes], message: str
+) -> None:
+    inputs = write_rows(tmp_path / "inputs.jsonl", [(0, 0)])
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_bytes(b"".join(row + b"\n" for row in rows))
+    with pytest.raises(ReverifyError, match=message):
+        with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+            prefetched.wait()
+
+
+def test_scan_processes_still_running_are_stopped_on_exit(
+    files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    processes: list[subprocess.Popen[bytes]] = []
+    started = key_scan_process.ScanProcess.__init__
+
+    def slow(self: key_scan_process.ScanProcess, kind: str, path: Path, limit: int | None, output: Path) -> None:
+        started(self, kind, path, limit, output)
+        self._process.wait()
+        self._process = subprocess.Popen(["sleep", "60"])
+        processes.append(self._process)
+
+    monkeypatch.setattr(key_scan_process.ScanProcess, "__init__", slow)
+    with PrefetchedInputs(*files, limit=None, join_with=setup):
+        pass
+    assert [process.poll() for process in processes] == [-signal.SIGKILL] * 2
