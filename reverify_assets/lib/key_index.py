@@ -21,6 +21,7 @@ from reverify_assets.lib.sorted_keys import (
     KEY_COLUMNS,
     ROW_NUMBER_DTYPE,
     duplicated_keys,
+    has_duplicate_keys,
     is_sorted,
     packed_keys,
     positions_in,
@@ -68,6 +69,8 @@ def scan_keys(
 
 
 def reject_duplicate_keys(index: KeyIndex) -> None:
+    if not has_duplicate_keys(index.frame):
+        return
     duplicates = duplicated_keys(index.frame)
     if duplicates.is_empty():
         return

@@ -13,6 +13,7 @@ from reverify_assets.lib.key_index import KeyIndex, join_rollouts_to_inputs
 from reverify_assets.lib.sorted_keys import (
     duplicated_keys,
     first_row_of_each_key,
+    has_duplicate_keys,
     key_in,
     packed_keys,
     positions_in,
@@ -45,6 +46,7 @@ def keys_frame(keys: list[tuple[int, int]], **columns: list[object]) -> pl.DataF
 )
 def test_duplicated_keys(keys: list[tuple[int, int]], duplicated: list[tuple[int, int]]) -> None:
     assert duplicated_keys(keys_frame(keys)).rows() == duplicated
+    assert has_duplicate_keys(keys_frame(keys)) == bool(duplicated)  # the last case's keys do not pack
 
 
 def test_first_row_of_each_key_keeps_the_lowest_by_order() -> None:
