@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,15 @@ import simdjson
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD
 from reverify_assets.lib.route_fields import ROUTE_FIELDS, RouteTable
 
-# Whole lines per read: thousands of rows, in a small buffer.
-BLOCK_BYTES = 8 << 20
+# Whole lines per read: hundreds of rows, in a small buffer.
+BLOCK_BYTES = 1 << 20
 RESPONSE_FIELD = "response"
 _CONTAINERS = (simdjson.Object, simdjson.Array)
 _ROUTE_NAMES = frozenset(ROUTE_FIELDS)
+
+
+class ExactScanNeeded(Exception):
+    """A line only the exact scan can judge (see the module doc)."""
 
 
 @dataclass(frozen=True)
@@ -60,40 +64,60 @@ def scan_key_columns(
     """The first ``limit`` rows' key columns (every row's without), with each row's route if ``with_routes``;
     None when the exact scan must have its say (see the module doc). ``require_response``: a row without a
     ``response`` field is such a case."""
+    whole = KeyColumns(array("q"), array("q"), array("q"), array("i") if with_routes else None)
+    routes = RouteTable() if with_routes else None
+    try:
+        for block in key_column_blocks(path, routes=routes, require_response=require_response, limit=limit):
+            whole.tasks.extend(block.tasks)
+            whole.rollouts.extend(block.rollouts)
+            whole.offsets.extend(block.offsets)
+            if whole.route_of_row is not None and block.route_of_row is not None:
+                whole.route_of_row.extend(block.route_of_row)
+    except ExactScanNeeded:
+        return None
+    return replace(whole, routes=None if routes is None else routes.routes)
+
+
+def key_column_blocks(
+    path: Path, *, routes: RouteTable | None = None, require_response: bool = False, limit: int | None = None
+) -> Iterator[KeyColumns]:
+    """``scan_key_columns`` a block of lines at a time, so that a caller need not hold every row's columns:
+    each block's columns, its rows' route numbers in ``routes`` (which numbers the whole file's routes) if
+    given. Raises ExactScanNeeded instead of answering None."""
     parser = simdjson.Parser()
-    tasks, rollouts, offsets = array("q"), array("q"), array("q")
-    routes = _Routes() if with_routes else None
+    route_ids = None if routes is None else _RouteIds(routes)
     rows_left = -1 if limit is None else limit
     offset = 0
     try:
         for lines in _lines_by_block(path):
+            tasks, rollouts, offsets = array("q"), array("q"), array("q")
+            route_of_row: array[int] | None = None if route_ids is None else array("i")
             for raw in lines:
                 if rows_left == 0:
                     break
                 rows_left -= 1
                 row = parser.parse(raw)  # raises for a blank line and for bad JSON or UTF-8
                 if type(row) is not simdjson.Object:
-                    return None
+                    raise ExactScanNeeded
                 task, rollout = row.get(TASK_FIELD), row.get(ROLLOUT_FIELD)
                 # `type(...) is int`: true and false are not indexes, nor is 1.0.
                 if type(task) is not int or type(rollout) is not int:
-                    return None
+                    raise ExactScanNeeded
                 if require_response and RESPONSE_FIELD not in row:
-                    return None
-                if routes is not None:
-                    routes.add(row)
+                    raise ExactScanNeeded
+                if route_ids is not None and route_of_row is not None:
+                    route_of_row.append(route_ids.of(row))
                 del row  # the parser refuses to parse again while a row of the last parse is alive
                 tasks.append(task)
                 rollouts.append(rollout)
                 offsets.append(offset)
                 offset += len(raw) + 1
+            if tasks:
+                yield KeyColumns(tasks, rollouts, offsets, route_of_row)
             if rows_left == 0:
                 break
-    except (OSError, ValueError, RuntimeError, OverflowError):  # simdjson's errors; a key beyond 64 bits
-        return None
-    if routes is None:
-        return KeyColumns(tasks, rollouts, offsets)
-    return KeyColumns(tasks, rollouts, offsets, routes.of_row, routes.table.routes)
+    except (OSError, ValueError, RuntimeError, OverflowError) as exc:  # simdjson's; a key beyond 64 bits
+        raise ExactScanNeeded from exc
 
 
 def _lines_by_block(path: Path) -> Iterator[list[bytes]]:
@@ -110,16 +134,15 @@ def _lines_by_block(path: Path) -> Iterator[list[bytes]]:
             yield [carry]  # a last line without a line break
 
 
-class _Routes:
+class _RouteIds:
     """Each row's route number, as ``RouteTable`` numbers the route fields of the rows parsed exactly."""
 
-    def __init__(self) -> None:
-        self.table = RouteTable()
-        self.of_row: array[int] = array("i")
+    def __init__(self, table: RouteTable) -> None:
+        self.table = table
         # Route fields by their minified JSON (a scalar by its type and value): most rows are told at a glance.
         self._known: dict[tuple[Any, ...], int] = {}
 
-    def add(self, row: simdjson.Object) -> None:
+    def of(self, row: simdjson.Object) -> int:
         # One pass over the row's names: simdjson looks for a name that is not there by raising inside, slowly.
         found = _ROUTE_NAMES.intersection(row.keys())
         present = [name for name in ROUTE_FIELDS if name in found]
@@ -130,7 +153,7 @@ class _Routes:
         if route_id is None:
             fields = {name: _as_python(value) for name, value in zip(present, values, strict=True)}
             route_id = self._known[signature] = self.table.id_of(fields)
-        self.of_row.append(route_id)
+        return route_id
 
 
 def _as_python(value: Any) -> Any:

@@ -3,7 +3,8 @@
 In a thread of the CLI the scan would hold the GIL against Dagster's import, which is most of the start-up,
 and both would finish later. In its own process it runs beside the import; inputs and rollouts each get one,
 at the CLI's priority (niced, they made the first request no sooner and a bad file's error 0.8 s later).
-The process writes its columns to a file and exits; ``ScanProcess.columns()`` reads them back. A file the
+The process writes its columns to a file a block at a time (at a million rows it held 80-90 MB of them
+otherwise, beside the CLI at its start-up peak) and exits; ``ScanProcess.columns()`` reads them back. A file the
 exact scan must judge comes back as None, as from ``scan_key_columns`` itself; a process that failed in any
 other way is the caller's cue to scan in-process instead.
 
@@ -17,11 +18,11 @@ import subprocess
 import sys
 from array import array
 from pathlib import Path
-from typing import BinaryIO
 
 import orjson
 
-from reverify_assets.lib.key_columns import KeyColumns, scan_key_columns
+from reverify_assets.lib.key_columns import ExactScanNeeded, KeyColumns, key_column_blocks
+from reverify_assets.lib.route_fields import RouteTable
 
 KINDS = ("inputs", "rollouts")
 
@@ -53,53 +54,56 @@ class ScanProcess:
             self._process.wait()
 
 
-def write_columns(columns: KeyColumns | None, output: Path) -> None:
-    """A header line (rows, routes; or ``{"exact": true}``), then the columns' bytes; under a temporary name
-    until whole."""
-    if columns is None:
-        header: dict[str, object] = {"exact": True}
-    else:
-        header = {"rows": columns.rows, "routes": columns.routes}
-    temporary = output.with_name(output.name + ".part")
-    with open(temporary, "wb") as fh:
-        fh.write(orjson.dumps(header) + b"\n")
-        if columns is not None:
+def write_columns(path: Path, kind: str, limit: int | None, output: Path) -> None:
+    """Scan ``path`` and write its columns to ``output`` block by block (the row count, then each column), so
+    that this process holds one block's rows at a time; then the summary beside it (see ``summary_of``),
+    written last, under a temporary name until whole: ``{"rows", "routes"}``, or ``{"exact": true}``."""
+    routes = RouteTable() if kind == "inputs" else None
+    rows = 0
+    summary: dict[str, object]
+    with open(output, "wb") as fh:
+        try:
+            for block in key_column_blocks(path, routes=routes, require_response=kind == "rollouts", limit=limit):
+                fh.write(block.rows.to_bytes(8, "little"))
+                for values in (block.tasks, block.rollouts, block.offsets, block.route_of_row):
+                    if values is not None:
+                        values.tofile(fh)
+                rows += block.rows
+            summary = {"rows": rows, "routes": None if routes is None else routes.routes}
+        except ExactScanNeeded:
+            summary = {"exact": True}
+    finished = summary_of(output)
+    temporary = finished.with_name(finished.name + ".part")
+    temporary.write_bytes(orjson.dumps(summary))
+    os.replace(temporary, finished)
+
+
+def summary_of(output: Path) -> Path:
+    return output.with_name(output.name + ".json")
+
+
+def read_columns(output: Path) -> KeyColumns | None:
+    summary = orjson.loads(summary_of(output).read_bytes())
+    if summary.get("exact"):
+        return None
+    rows, routes = summary["rows"], summary["routes"]
+    columns = KeyColumns(array("q"), array("q"), array("q"), None if routes is None else array("i"), routes)
+    with open(output, "rb") as fh:
+        while count := fh.read(8):
+            block_rows = int.from_bytes(count, "little")
             for values in (columns.tasks, columns.rollouts, columns.offsets, columns.route_of_row):
                 if values is not None:
-                    values.tofile(fh)
-    os.replace(temporary, output)
-
-
-def read_columns(path: Path) -> KeyColumns | None:
-    with open(path, "rb") as fh:
-        header = orjson.loads(fh.readline())
-        if header.get("exact"):
-            return None
-        rows, routes = header["rows"], header["routes"]
-        tasks, rollouts, offsets = _read(fh, "q", rows), _read(fh, "q", rows), _read(fh, "q", rows)
-        route_of_row = None if routes is None else _read(fh, "i", rows)
-        if fh.read(1):
-            raise ValueError("more bytes than its rows")
-    return KeyColumns(tasks, rollouts, offsets, route_of_row, routes)
-
-
-def _read(fh: BinaryIO, typecode: str, rows: int) -> array[int]:
-    values: array[int] = array(typecode)
-    values.fromfile(fh, rows)  # EOFError if the file is short
-    return values
+                    values.fromfile(fh, block_rows)  # EOFError if the file is short
+    if columns.rows != rows:
+        raise ValueError(f"{columns.rows} rows where the summary says {rows}")
+    return columns
 
 
 def main(argv: list[str]) -> int:
     kind, path, limit, output = argv
     if kind not in KINDS:
         raise SystemExit(f"kind must be one of {KINDS}, not {kind!r}")
-    columns = scan_key_columns(
-        Path(path),
-        with_routes=kind == "inputs",
-        require_response=kind == "rollouts",
-        limit=None if limit == "-" else int(limit),
-    )
-    write_columns(columns, Path(output))
+    write_columns(Path(path), kind, None if limit == "-" else int(limit), Path(output))
     return 0
 
 

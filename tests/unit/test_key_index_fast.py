@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import key_columns
+from reverify_assets.lib import key_columns, key_scan_process
 from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_columns import scan_key_columns
 from reverify_assets.lib.key_index import scan_keys
@@ -216,3 +216,25 @@ def test_files_read_in_pieces_index_as_one_read(
     monkeypatch.setattr(key_columns, "BLOCK_BYTES", block_bytes)
     assert index_rollouts(path).frame.equals(exact_rollouts(path))
     assert index_rollouts(path, limit=5).frame.equals(exact_rollouts(path, limit=5))
+
+
+@pytest.mark.parametrize("kind", ["inputs", "rollouts"])
+@pytest.mark.parametrize("limit", [None, 7])
+def test_the_scan_process_file_holds_what_the_scan_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, limit: int | None
+) -> None:
+    lines = [rollout(task, 0, agent_ref={**AGENT, "name": f"a{task % 3}"}, pad="x" * task) for task in range(12)]
+    path = write(tmp_path / "f.jsonl", lines)
+    monkeypatch.setattr(key_columns, "BLOCK_BYTES", 200)  # a few rows a block
+    output = tmp_path / "f.keys"
+    key_scan_process.write_columns(path, kind, limit, output)
+    expected = scan_key_columns(path, with_routes=kind == "inputs", require_response=kind == "rollouts", limit=limit)
+    assert key_scan_process.read_columns(output) == expected
+    assert expected is not None and expected.rows == (limit or 12)
+
+
+def test_the_scan_process_file_says_when_the_exact_scan_must_judge(tmp_path: Path) -> None:
+    path = write(tmp_path / "f.jsonl", [*GOOD, b"{bad"])
+    output = tmp_path / "f.keys"
+    key_scan_process.write_columns(path, "rollouts", None, output)
+    assert key_scan_process.read_columns(output) is None

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -342,24 +343,33 @@ def test_this_thread_keeps_its_priority(files: tuple[Path, Path]) -> None:
     assert os.getpriority(os.PRIO_PROCESS, 0) == before
 
 
-@pytest.mark.parametrize("fault", ["exit", "killed", "no answer"])
+@pytest.mark.parametrize("fault", ["exit", "no summary", "short"])
 def test_a_scan_process_that_fails_leaves_the_scan_to_this_process(
     files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     inputs, rollouts = files
     expected_plan = join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
     started = key_scan_process.ScanProcess.__init__
+    in_process: list[Path] = []
+    scan_here = {name: getattr(startup_prefetch, name) for name in ("index_inputs", "index_rollouts")}
 
     def broken(self: key_scan_process.ScanProcess, kind: str, path: Path, limit: int | None, output: Path) -> None:
         started(self, kind, path, limit, output)
-        if fault == "killed":
-            self.stop()
+        self._process.wait()
+        if fault == "no summary":
+            key_scan_process.summary_of(output).unlink()
         else:
-            self._process.wait()
-            output.unlink()
-            if fault == "no answer":
-                output.write_bytes(b'{"rows": 5, "routes": null}\n')  # fewer bytes than the rows it claims
+            output.write_bytes(output.read_bytes()[:-8])  # the last row's offset cut off
 
+    def counted(name: str) -> Callable[..., object]:
+        def scan(path: Path, **options: object) -> object:
+            in_process.append(path)
+            return scan_here[name](path, **options)
+
+        return scan
+
+    for name in scan_here:
+        monkeypatch.setattr(startup_prefetch, name, counted(name))
     if fault == "exit":
         monkeypatch.setattr(sys, "executable", "false")  # a process that exits 1 at once
     else:
@@ -368,6 +378,7 @@ def test_a_scan_process_that_fails_leaves_the_scan_to_this_process(
         prefetched.wait()
         plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
     assert plan is not None and plan.equals(expected_plan)
+    assert sorted(in_process) == sorted([inputs, rollouts])
 
 
 @pytest.mark.parametrize(
