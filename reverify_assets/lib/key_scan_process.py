@@ -28,7 +28,11 @@ KINDS = ("inputs", "rollouts")
 
 
 class ScanFailed(Exception):
-    """The scan process ended without its answer (killed, or a fault of ours): scan in-process instead."""
+    """The scan process did not start or ended without its answer (a fault of ours): scan in-process instead."""
+
+
+class ScanStopped(Exception):
+    """The scan process was stopped: the start-up is over, and nobody wants the scan any more."""
 
 
 class ScanProcess:
@@ -36,20 +40,41 @@ class ScanProcess:
 
     def __init__(self, kind: str, path: Path, limit: int | None, output: Path) -> None:
         self.output = output
+        self.stopped = False
         command = [sys.executable, "-m", __name__, kind, str(path), "-" if limit is None else str(limit), str(output)]
-        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._start_error = ""
+        try:
+            # A session of its own: a Ctrl-C meant for the CLI does not print the scan's traceback; the CLI
+            # stops it on its way out (``stop``). The process is ours: what it would say, the fallback covers.
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._start_error = str(exc)
 
     def columns(self) -> KeyColumns | None:
-        """Wait for the scan; its columns, or None for a file the exact scan must judge. Raises ScanFailed."""
-        if self._process.wait() != 0:
-            raise ScanFailed(f"the key scan process exited with {self._process.returncode}")
+        """Wait for the scan (with no time limit: the same scan in-process could take no less); its columns,
+        or None for a file the exact scan must judge. Raises ScanFailed, or ScanStopped after ``stop``."""
+        if self._process is None:
+            raise ScanFailed(f"the key scan process did not start: {self._start_error}")
+        returncode = self._process.wait()
+        if self.stopped:
+            raise ScanStopped
+        if returncode != 0:
+            raise ScanFailed(f"the key scan process exited with {returncode}")
         try:
             return read_columns(self.output)
-        except (OSError, ValueError, EOFError, KeyError) as exc:
+        except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError) as exc:
             raise ScanFailed(f"cannot read the key scan's answer {self.output}: {exc}") from exc
 
     def stop(self) -> None:
-        if self._process.poll() is None:
+        self.stopped = True
+        if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait()
 

@@ -167,8 +167,9 @@ class PrefetchedInputs:
     def _start(self) -> None:
         self._folder = folder = _start_up_folder(self.index_folder)
         inputs_scan = ScanProcess("inputs", self.inputs, None, folder / "inputs.keys")
+        self._scans.append(inputs_scan)
         rollouts_scan = ScanProcess("rollouts", self.rollouts, self.limit, folder / "rollouts.keys")
-        self._scans = [inputs_scan, rollouts_scan]
+        self._scans.append(rollouts_scan)
         rollouts_key = _scan_key("rollouts", self.rollouts, self.limit)
         for_the_join: queue.SimpleQueue[InputsIndex] = queue.SimpleQueue()
         if self.join_with is None:
@@ -262,7 +263,8 @@ def _is_running(pid: int) -> bool:
 
 
 def _scanned_inputs(path: Path, scan: ScanProcess) -> InputsIndex:
-    """The inputs index from the scan process's columns; scanned here if the process failed."""
+    """The inputs index from the scan process's columns; scanned here if the process failed (not if it was
+    stopped: ScanStopped)."""
     try:
         columns = scan.columns()
     except ScanFailed as exc:
@@ -272,7 +274,8 @@ def _scanned_inputs(path: Path, scan: ScanProcess) -> InputsIndex:
 
 
 def _scanned_rollouts(path: Path, limit: int | None, scan: ScanProcess) -> KeyIndex:
-    """The rollouts index from the scan process's columns; scanned here if the process failed."""
+    """The rollouts index from the scan process's columns; scanned here if the process failed (not if it was
+    stopped: ScanStopped)."""
     try:
         columns = scan.columns()
     except ScanFailed as exc:
