@@ -30,6 +30,7 @@ from reverify_assets.lib.route_fields import ROUTE_FIELDS, RouteTable
 # Whole lines per read: hundreds of rows, in a small buffer.
 BLOCK_BYTES = 1 << 20
 RESPONSE_FIELD = "response"
+UTF8_BOM = b"\xef\xbb\xbf"
 _CONTAINERS = (simdjson.Object, simdjson.Array)
 _ROUTE_NAMES = frozenset(ROUTE_FIELDS)
 
@@ -50,12 +51,8 @@ class KeyColumns:
 
     @property
     def rows(self) -> int:
+        """Also the last line's number: every line is a row (a blank one sends the file to the exact scan)."""
         return len(self.tasks)
-
-    @property
-    def lines(self) -> range:
-        """Line numbers: every line is a row (a blank one sends the file to the exact scan)."""
-        return range(1, self.rows + 1)
 
 
 def scan_key_columns(
@@ -96,6 +93,8 @@ def key_column_blocks(
                 if rows_left == 0:
                     break
                 rows_left -= 1
+                if raw.startswith(UTF8_BOM):  # simdjson skips it; orjson, and so the verify step, refuses it
+                    raise ExactScanNeeded
                 row = parser.parse(raw)  # raises for a blank line and for bad JSON or UTF-8
                 if type(row) is not simdjson.Object:
                     raise ExactScanNeeded
@@ -124,14 +123,19 @@ def _lines_by_block(path: Path) -> Iterator[list[bytes]]:
     """The file's lines without their line breaks (a ``\\r`` before one is JSON whitespace), a block at a time:
     the file is read in pieces of ``BLOCK_BYTES``, never whole."""
     with open(path, "rb") as fh:
-        carry = b""  # the start of a line that runs on into the next piece
+        carry: list[bytes] = []  # the start of a line that runs on into the next piece (joined once, when whole)
         while piece := fh.read(BLOCK_BYTES):
             lines = piece.split(b"\n")
-            lines[0] = carry + lines[0]
-            carry = lines.pop()
+            if len(lines) == 1:  # no line break in this piece
+                carry.append(piece)
+                continue
+            if carry:
+                lines[0] = b"".join([*carry, lines[0]])
+            last = lines.pop()
+            carry = [last] if last else []
             yield lines
         if carry:
-            yield [carry]  # a last line without a line break
+            yield [b"".join(carry)]  # a last line without a line break
 
 
 class _RouteIds:
@@ -139,7 +143,8 @@ class _RouteIds:
 
     def __init__(self, table: RouteTable) -> None:
         self.table = table
-        # Route fields by their minified JSON (a scalar by its type and value): most rows are told at a glance.
+        # Route fields by their minified JSON (a scalar by its type and repr: -0.0 is not 0.0 to the exact scan's
+        # numbering either): most rows are told at a glance.
         self._known: dict[tuple[Any, ...], int] = {}
 
     def of(self, row: simdjson.Object) -> int:
@@ -147,7 +152,7 @@ class _RouteIds:
         found = _ROUTE_NAMES.intersection(row.keys())
         present = [name for name in ROUTE_FIELDS if name in found]
         values = [row.get(name) for name in present]
-        seen = tuple(value.mini if type(value) in _CONTAINERS else (type(value), value) for value in values)
+        seen = tuple(value.mini if type(value) in _CONTAINERS else (type(value), repr(value)) for value in values)
         signature = (*present, *seen)
         route_id = self._known.get(signature)
         if route_id is None:

@@ -14,6 +14,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
+from reverify_assets.pipeline import row_source
 from reverify_assets.pipeline.row_source import PairReader, ReadPair
 from reverify_assets.pipeline.verify_loop import verify_plan
 from reverify_assets.verifier.client import StoredRowOutcome, VerifyOutcome
@@ -224,12 +225,20 @@ def test_a_stale_stored_row_stops_the_run_and_keeps_what_settled(tmp_path: Path,
     assert 5 not in tasks and len(tasks) == len(set(tasks)), "nothing stored for the stale row, nothing twice"
 
 
-def test_pair_reader_reads_the_stored_lines_at_their_offsets(tmp_path: Path) -> None:
+def test_pair_reader_reads_the_stored_lines_at_their_offsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     inputs, rollouts = tmp_path / "inputs.jsonl", tmp_path / "rollouts.jsonl"
     inputs.write_bytes(b'{"i":0}\n{"i":1}\r\n')
     rollouts.write_bytes(b'{"r":0}\n{"r":1}\n{"r":2}')
     # A task's rollouts share their input line, which is read once; then another input, then the first again.
     reads = [((0, 1), (16, 3)), ((0, 1), (0, 1)), ((8, 2), (8, 2)), ((0, 1), (8, 2))]
+    read_at: list[int] = []
+    pread_line = row_source.pread_line
+
+    def counted(fd: int, offset: int) -> bytes:
+        read_at.append(offset)
+        return pread_line(fd, offset)
+
+    monkeypatch.setattr(row_source, "pread_line", counted)
     with PairReader(inputs, rollouts) as pairs:
         lines = [pairs.read_lines(input_at, rollout_at) for input_at, rollout_at in reads]
     assert lines == [
@@ -238,3 +247,4 @@ def test_pair_reader_reads_the_stored_lines_at_their_offsets(tmp_path: Path) -> 
         (b'{"i":1}', b'{"r":1}'),
         (b'{"i":0}', b'{"r":1}'),
     ]
+    assert read_at == [0, 16, 0, 8, 8, 0, 8]  # inputs at 0, 0, 8, 0: the repeated one read once
