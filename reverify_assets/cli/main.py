@@ -16,7 +16,7 @@ from reverify_assets.errors import ReverifyError, UsageError
 
 log = logging.getLogger("reverify")
 # polars' allocator (jemalloc) keeps freed pages for a while by default, per arena: the key scans of a
-# million rows then leave about 80 MB more resident at their peak, and for the rest of the run. Read by
+# million rows (then in this process) left about 80 MB more resident at their peak, and for the rest of the run. Read by
 # jemalloc when polars is first loaded, so set before any command imports it.
 POLARS_ALLOCATOR_VARIABLE = "_RJEM_MALLOC_CONF"
 POLARS_ALLOCATOR_CONFIG = "dirty_decay_ms:0,muzzy_decay_ms:0"
@@ -25,7 +25,8 @@ POLARS_ALLOCATOR_CONFIG = "dirty_decay_ms:0,muzzy_decay_ms:0"
 POLARS_DEFAULT_OPTIONS = ["dirty_decay_ms:500", "muzzy_decay_ms:1000"]
 # glibc's malloc raises its mmap threshold to the size of each large block it frees (up to 32 MiB), so later
 # blocks of that size come from the heap, which keeps them once freed: after the key scans of a million rows
-# about 60 MB stayed resident for the rest of the run. Setting the threshold fixes it where it starts.
+# (then in this process) about 60 MB stayed resident for the rest of the run. Setting the threshold fixes it
+# where it starts.
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 1 << 20
 

@@ -1,9 +1,9 @@
 """``reverify run``: check everything up front, then materialize the rescoring assets.
 
-The start-up runs three things at once: the built-in servers start in their own processes, and the key scans,
-the join and the inputs' fingerprints run in threads (polars and hashlib, without the GIL), while another thread
-imports Dagster. Their errors are raised as soon as they are found, before the Dagster run is created, as the
-other input errors are.
+The start-up runs several things at once: the built-in servers and the two key scans start in their own
+processes, and the join and the inputs' fingerprints run in threads (polars and hashlib, without the GIL), while
+another thread imports Dagster. Their errors are raised as soon as they are found, before the Dagster run is
+created, as the other input errors are.
 """
 
 from __future__ import annotations

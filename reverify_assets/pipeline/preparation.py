@@ -1,6 +1,6 @@
 """Everything checked before any row is verified: config, inputs, rollouts, join.
 
-``reverify run`` does this work in threads ahead of the assets: see ``startup_prefetch``.
+``reverify run`` does this work ahead of the assets, beside Dagster's import: see ``startup_prefetch``.
 """
 
 from __future__ import annotations

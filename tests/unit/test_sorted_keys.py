@@ -13,10 +13,10 @@ from reverify_assets.lib.key_index import KeyIndex, join_rollouts_to_inputs
 from reverify_assets.lib.sorted_keys import (
     duplicated_keys,
     first_row_of_each_key,
-    has_duplicate_keys,
     key_in,
     packed_keys,
     positions_in,
+    surely_unique_keys,
     take_sorted_by_key,
 )
 
@@ -46,7 +46,8 @@ def keys_frame(keys: list[tuple[int, int]], **columns: list[object]) -> pl.DataF
 )
 def test_duplicated_keys(keys: list[tuple[int, int]], duplicated: list[tuple[int, int]]) -> None:
     assert duplicated_keys(keys_frame(keys)).rows() == duplicated
-    assert has_duplicate_keys(keys_frame(keys)) == bool(duplicated)  # the last case's keys do not pack
+    packs = packed_keys([keys_frame(keys)]) is not None  # the last case's keys do not
+    assert surely_unique_keys(keys_frame(keys)) == (packs and not duplicated)
 
 
 def test_first_row_of_each_key_keeps_the_lowest_by_order() -> None:
