@@ -1,14 +1,14 @@
 """The key columns of a JSONL file read by simdjson: every row's key, byte offset and line number.
 
 The fast way to index a file of NeMo Gym rows. simdjson finds the few fields asked for without building the
-row in Python. CPU time for the files of 100k rows: the rollouts (283 MB) 0.39 s, where polars' NDJSON reader
-took 0.80 s and orjson, line by line, 0.81 s; the inputs with their routes (141 MB) 0.47 s, 0.52 s and 0.64 s.
+row in Python. CPU time for the files of 100k rows: the rollouts (283 MB) 0.35 s, where polars' NDJSON reader
+took 0.80 s and orjson, line by line, 0.81 s; the inputs with their routes (141 MB) 0.44 s, 0.52 s and 0.64 s.
 
 It answers only for a file that the exact scan (``key_index.scan_keys``: orjson, line by line) would index
-without a word; for any other (a blank line, bad JSON, a key that is not an integer, a missing response, an
-unreadable file) it answers None, and the caller runs the exact scan, which names the file, the line and the
-fault. One difference on input both accept: a field named twice in one object, where simdjson finds the first
-and orjson keeps the last. The verify step parses every row again and checks its key.
+without a word; for any other (a blank line, bad JSON, a byte order mark, a key that is not an integer, a
+missing response, an unreadable file) it answers None, and the caller runs the exact scan, which names the
+file, the line and the fault. One difference on input both accept: a field named twice in one object, where
+simdjson finds the first and orjson keeps the last. The verify step parses every row again and checks its key.
 
 Nothing here imports polars: the start-up's scan process (``key_scan_process``) runs this beside Dagster's
 import, and starts the sooner for it.

@@ -70,6 +70,8 @@ class ScanProcess:
         try:
             return read_columns(self.output)
         except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError) as exc:
+            if self.stopped:  # stopped while reading: the start-up's folder is being removed
+                raise ScanStopped from exc
             raise ScanFailed(f"cannot read the key scan's answer {self.output}: {exc}") from exc
 
     def stop(self) -> None:

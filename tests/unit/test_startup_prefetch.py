@@ -432,3 +432,18 @@ def test_scan_processes_still_running_are_stopped_on_exit(
         if thread.name.startswith("prefetch"):
             thread.join(timeout=10)
     assert scanned_here == []  # a stopped scan is not done again in this process
+
+
+def test_a_scan_stopped_while_its_answer_is_read_is_not_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_rows(tmp_path / "rollouts.jsonl", [(0, 0)], response={})
+    scan = key_scan_process.ScanProcess("rollouts", path, None, tmp_path / "rollouts.keys")
+
+    def folder_removed(output: Path) -> None:
+        scan.stop()  # as the start-up's exit does, from another thread
+        raise FileNotFoundError(output)
+
+    monkeypatch.setattr(key_scan_process, "read_columns", folder_removed)
+    with pytest.raises(key_scan_process.ScanStopped):  # not ScanFailed, which would scan again in-process
+        scan.columns()
