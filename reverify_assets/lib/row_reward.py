@@ -10,10 +10,14 @@ MASK_SAMPLE = "mask_sample"
 
 def numeric_reward(row: dict[str, Any]) -> float | None:
     """The row's ``reward`` when it is a number (``true`` is not a reward), else None."""
-    reward = row.get(REWARD_FIELD)
-    if type(reward) is float:  # nearly always
-        return reward
-    return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
+    return reward_number(row.get(REWARD_FIELD))
+
+
+def reward_number(value: Any) -> float | None:
+    """``value`` as a reward: a float when it is a number (``true`` is not one), else None."""
+    if type(value) is float:  # nearly always
+        return value
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def is_masked(row: dict[str, Any]) -> bool:

@@ -12,6 +12,7 @@ import orjson
 
 from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
+from reverify_assets.lib.row_reward import reward_number
 from reverify_assets.verifier.retry import RetryPolicy, is_retryable_status
 
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -239,10 +240,10 @@ def _stored_row_outcome(result: dict[str, Any], lines: Iterator[bytes]) -> Store
         destination,
         line,
         failure_class if isinstance(failure_class, str) else None,
-        _number(result.get("reward")),
+        reward_number(result.get("reward")),
         result.get("masked") is True,
     )
-    return StoredRowOutcome(routed, _number(result.get("stored_reward")), result.get("stored_masked") is True)
+    return StoredRowOutcome(routed, reward_number(result.get("stored_reward")), result.get("stored_masked") is True)
 
 
 _DESTINATIONS = {destination.value: destination for destination in Destination}  # Enum lookup by value is slow
@@ -253,12 +254,6 @@ def _next_line(lines: Iterator[bytes]) -> bytes:
     if not line:  # a stored row is never empty
         raise ValueError("a result's line is missing")
     return line + b"\n"
-
-
-def _number(value: Any) -> float | None:
-    if type(value) is float:  # nearly always
-        return value
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _retry_or_error(index: int, status: Any, result: Any, again: list[int], last_errors: dict[int, str]) -> str | None:
