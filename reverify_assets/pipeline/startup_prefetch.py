@@ -15,7 +15,7 @@ import queue
 import shutil
 import socket
 import tempfile
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -28,6 +28,7 @@ import polars as pl
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import prefetch
 from reverify_assets.lib.atomic_files import move_into_place, write_parquet_atomic
+from reverify_assets.lib.key_columns import KeyColumns
 from reverify_assets.lib.key_index import KeyIndex
 from reverify_assets.lib.key_scan_process import ScanFailed, ScanProcess
 from reverify_assets.lib.sorted_keys import take_sorted_by_key
@@ -263,25 +264,29 @@ def _is_running(pid: int) -> bool:
 
 
 def _scanned_inputs(path: Path, scan: ScanProcess) -> InputsIndex:
-    """The inputs index from the scan process's columns; scanned here if the process failed (not if it was
-    stopped: ScanStopped)."""
-    try:
-        columns = scan.columns()
-    except ScanFailed as exc:
-        log.debug("%s; scanning %s in this process", exc, path)
-        return index_inputs(path)
-    return inputs_index_of(path, columns)
+    return _scanned(path, scan, lambda columns: inputs_index_of(path, columns), lambda: index_inputs(path))
 
 
 def _scanned_rollouts(path: Path, limit: int | None, scan: ScanProcess) -> KeyIndex:
-    """The rollouts index from the scan process's columns; scanned here if the process failed (not if it was
+    return _scanned(
+        path,
+        scan,
+        lambda columns: rollouts_index_of(path, columns, limit=limit),
+        lambda: index_rollouts(path, limit=limit),
+    )
+
+
+def _scanned(
+    path: Path, scan: ScanProcess, index_of: Callable[[KeyColumns | None], T], scan_here: Callable[[], T]
+) -> T:
+    """The index made of the scan process's columns; scanned here if the process failed (not if it was
     stopped: ScanStopped)."""
     try:
         columns = scan.columns()
     except ScanFailed as exc:
         log.debug("%s; scanning %s in this process", exc, path)
-        return index_rollouts(path, limit=limit)
-    return rollouts_index_of(path, columns, limit=limit)
+        return scan_here()
+    return index_of(columns)
 
 
 def _index_and_write_inputs(
