@@ -54,6 +54,12 @@ class KeyColumns:
         """Also the last line's number: every line is a row (a blank one sends the file to the exact scan)."""
         return len(self.tasks)
 
+    @property
+    def arrays(self) -> tuple[array[int], ...]:
+        """The columns: tasks, rollouts, offsets, then the route numbers if there are any."""
+        keys = (self.tasks, self.rollouts, self.offsets)
+        return keys if self.route_of_row is None else (*keys, self.route_of_row)
+
 
 def scan_key_columns(
     path: Path, *, with_routes: bool = False, require_response: bool = False, limit: int | None = None
@@ -65,11 +71,8 @@ def scan_key_columns(
     routes = RouteTable() if with_routes else None
     try:
         for block in key_column_blocks(path, routes=routes, require_response=require_response, limit=limit):
-            whole.tasks.extend(block.tasks)
-            whole.rollouts.extend(block.rollouts)
-            whole.offsets.extend(block.offsets)
-            if whole.route_of_row is not None and block.route_of_row is not None:
-                whole.route_of_row.extend(block.route_of_row)
+            for values, more in zip(whole.arrays, block.arrays, strict=True):
+                values.extend(more)
     except ExactScanNeeded:
         return None
     return replace(whole, routes=None if routes is None else routes.routes)

@@ -92,9 +92,8 @@ def write_columns(path: Path, kind: str, limit: int | None, output: Path) -> Non
         try:
             for block in key_column_blocks(path, routes=routes, require_response=kind == "rollouts", limit=limit):
                 fh.write(block.rows.to_bytes(8, "little"))
-                for values in (block.tasks, block.rollouts, block.offsets, block.route_of_row):
-                    if values is not None:
-                        values.tofile(fh)
+                for values in block.arrays:
+                    values.tofile(fh)
                 rows += block.rows
             summary = {"rows": rows, "routes": None if routes is None else routes.routes}
         except ExactScanNeeded:
@@ -118,9 +117,8 @@ def read_columns(output: Path) -> KeyColumns | None:
     with open(output, "rb") as fh:
         while count := fh.read(8):
             block_rows = int.from_bytes(count, "little")
-            for values in (columns.tasks, columns.rollouts, columns.offsets, columns.route_of_row):
-                if values is not None:
-                    values.fromfile(fh, block_rows)  # EOFError if the file is short
+            for values in columns.arrays:
+                values.fromfile(fh, block_rows)  # EOFError if the file is short
     if columns.rows != rows:
         raise ValueError(f"{columns.rows} rows where the summary says {rows}")
     return columns
