@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import socket
@@ -16,6 +15,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 import pytest
+import xxhash
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
@@ -90,7 +90,7 @@ def test_an_error_reaches_whoever_takes_the_result(tmp_path: Path) -> None:
 
 def test_file_digest_takes_the_prefetched_one(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "f.jsonl", [(0, 0)] * 1000)
-    expected = hashlib.sha256(path.read_bytes()).digest()
+    expected = xxhash.xxh3_128(path.read_bytes()).digest()
     assert prefetch.file_digest(path) == expected
     key = prefetch.start_file_digest(path)
     assert prefetch.file_digest(path) == expected
