@@ -242,3 +242,21 @@ def test_the_scan_process_file_says_when_the_exact_scan_must_judge(tmp_path: Pat
     output = tmp_path / "f.keys"
     key_scan_process.write_columns(path, "rollouts", None, output)
     assert key_scan_process.read_columns(output) is None
+
+
+def test_rows_of_more_shapes_than_remembered_number_as_the_line_by_line_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(key_columns, "SHAPES_KEPT", 1)
+    rows = [
+        row(0, 0, agent_ref=AGENT),
+        row(1, 0, agent_ref=AGENT, task_source="x"),
+        row(2, 0, task_source="x", agent_ref=AGENT, extra=1),
+        row(3, 0, agent_ref=AGENT, task_source="x"),
+        row(4, 0, agent_ref=AGENT),
+    ]
+    path = write(tmp_path / "inputs.jsonl", rows)
+    assert scan_key_columns(path, with_routes=True) is not None
+    fast, exact = index_inputs(path), _scan_inputs_by_line(path, reject_duplicates=True)
+    assert fast.route_of_row.to_list() == exact.route_of_row.to_list() == [0, 1, 1, 1, 0]
+    assert fast.routes == exact.routes
