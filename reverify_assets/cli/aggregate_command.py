@@ -12,36 +12,31 @@ import argparse
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from reverify_assets.cli.summary import print_coverage
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.jsonl import iter_jsonl
-from reverify_assets.lib.result_routing import scoring_config
+from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
 from reverify_assets.lib.shard_globs import expand_input_glob
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
 from reverify_assets.pipeline.coverage_count import CoverageSources
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.preparation import load_verifier_setup
-from reverify_assets.pipeline.shard_merge import index_shards, iter_rows, write_merged
+from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, write_merged
 
 log = logging.getLogger("reverify")
 
 
-class ConfigCount:
+def configs_of(shards: list[Path], counts: CountsByShard) -> tuple[Counter[str], dict[str, str]]:
     """Rows by the verifier config that scored them, and the first shard holding each config."""
-
-    def __init__(self, shards: list[Path]) -> None:
-        self.shards = shards
-        self.rows: Counter[str] = Counter()
-        self.first_file: dict[str, str] = {}
-
-    def __call__(self, position: int, row: dict[str, Any]) -> None:
-        config = scoring_config(row)
-        if config not in self.first_file:
-            self.first_file[config] = str(self.shards[position])
-        self.rows[config] += 1
+    rows: Counter[str] = Counter()
+    first_file: dict[str, str] = {}
+    for shard, shard_counts in zip(shards, counts.by_shard, strict=True):
+        rows.update(shard_counts)
+        for config in shard_counts:
+            first_file.setdefault(config, str(shard))
+    return rows, first_file
 
 
 def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -53,16 +48,17 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     shards = [path for path in expand_input_glob(args.input_glob) if path.resolve() != output.resolve()]
     if not shards:
         raise ReverifyError(f"No shards matched {args.input_glob!r}")
-    configs = ConfigCount(shards)
-    index = index_shards(shards, on_row=configs)
+    counts = CountsByShard((PROVENANCE_FIELD,), scoring_config)
+    index = index_shards(shards, counts)
     log.info("reverify: %d rows in %d shards", index.height, len(shards))
-    if (mixed := mixed_configs_message(configs.rows, configs.first_file)) is not None:
+    rows_by_config, first_file = configs_of(shards, counts)
+    if (mixed := mixed_configs_message(rows_by_config, first_file)) is not None:
         if not args.allow_mixed_configs:
             raise ReverifyError(mixed)
         log.warning(
             "WARNING: --allow-mixed-configs: aggregating rows of %d verifier configs: %s",
-            len(configs.rows),
-            describe_configs(configs.rows, configs.first_file),
+            len(rows_by_config),
+            describe_configs(rows_by_config, first_file),
         )
     if merge_shards:
         write_merged(index, shards, output)

@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import simdjson
 
@@ -33,6 +33,15 @@ RESPONSE_FIELD = "response"
 UTF8_BOM = b"\xef\xbb\xbf"
 _CONTAINERS = (simdjson.Object, simdjson.Array)
 SHAPES_KEPT = 1024
+_ABSENT: Any = object()
+
+
+class FieldsSeen(Protocol):
+    """What a scan shows every row's top-level fields ``names`` to (those the row has, as Python values)."""
+
+    names: tuple[str, ...]
+
+    def see(self, fields: dict[str, Any]) -> None: ...
 
 
 class ExactScanNeeded(Exception):
@@ -62,15 +71,22 @@ class KeyColumns:
 
 
 def scan_key_columns(
-    path: Path, *, with_routes: bool = False, require_response: bool = False, limit: int | None = None
+    path: Path,
+    *,
+    with_routes: bool = False,
+    require_response: bool = False,
+    limit: int | None = None,
+    fields: FieldsSeen | None = None,
 ) -> KeyColumns | None:
     """The first ``limit`` rows' key columns (every row's without), with each row's route if ``with_routes``;
     None when the exact scan must have its say (see the module doc). ``require_response``: a row without a
-    ``response`` field is such a case."""
+    ``response`` field is such a case. ``fields``: shown each row's fields it names, as they are scanned (rows
+    already shown when the answer turns out None are shown again by the exact scan)."""
     whole = KeyColumns(array("q"), array("q"), array("q"), array("i") if with_routes else None)
     routes = RouteTable() if with_routes else None
     try:
-        for block in key_column_blocks(path, routes=routes, require_response=require_response, limit=limit):
+        blocks = key_column_blocks(path, routes=routes, require_response=require_response, limit=limit, fields=fields)
+        for block in blocks:
             for values, more in zip(whole.arrays, block.arrays, strict=True):
                 values.extend(more)
     except ExactScanNeeded:
@@ -79,7 +95,12 @@ def scan_key_columns(
 
 
 def key_column_blocks(
-    path: Path, *, routes: RouteTable | None = None, require_response: bool = False, limit: int | None = None
+    path: Path,
+    *,
+    routes: RouteTable | None = None,
+    require_response: bool = False,
+    limit: int | None = None,
+    fields: FieldsSeen | None = None,
 ) -> Iterator[KeyColumns]:
     """``scan_key_columns`` a block of lines at a time, so that a caller need not hold every row's columns:
     each block's columns, its rows' route numbers in ``routes`` (which numbers the whole file's routes) if
@@ -109,6 +130,8 @@ def key_column_blocks(
                     raise ExactScanNeeded
                 if route_ids is not None and route_of_row is not None:
                     route_of_row.append(route_ids.of(row))
+                if fields is not None:
+                    fields.see(_picked(row, fields.names))
                 del row  # the parser refuses to parse again while a row of the last parse is alive
                 tasks.append(task)
                 rollouts.append(rollout)
@@ -170,6 +193,16 @@ class _RouteIds:
             fields = {name: _as_python(row.get(name)) for name in present}
             route_id = self._known[key] = self.table.id_of(fields)
         return route_id
+
+
+def _picked(row: simdjson.Object, names: tuple[str, ...]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name in names:
+        # A name the row lacks costs simdjson an exception inside, but the rows of a file mostly have them.
+        value = row.get(name, _ABSENT)
+        if value is not _ABSENT:
+            found[name] = _as_python(value)
+    return found
 
 
 def _as_python(value: Any) -> Any:

@@ -107,6 +107,11 @@ def rollouts_index_of(
                 raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
         return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)
+    return key_index_of(path, columns, reject_duplicates=reject_duplicates)
+
+
+def key_index_of(path: Path, columns: KeyColumns, *, reject_duplicates: bool = True) -> KeyIndex:
+    """The key index of ``path`` from its ``scan_key_columns`` columns."""
     index = KeyIndex(path, key_frame(columns))
     if reject_duplicates:
         reject_duplicate_keys(index)

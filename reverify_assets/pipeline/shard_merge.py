@@ -2,27 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import AtomicWriter, JsonlLine, parse_row, read_line_at
-from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.lib.keys import RolloutKey, describe_key
+from reverify_assets.lib.jsonl import AtomicWriter, parse_row, read_line_at
+from reverify_assets.lib.key_columns import scan_key_columns
+from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex, scan_keys
+from reverify_assets.lib.keys import describe_key
 from reverify_assets.lib.sorted_keys import duplicated_keys
+from reverify_assets.pipeline.preparation import key_index_of
 
 
-def index_shards(shards: Sequence[Path], on_row: Callable[[int, dict[str, Any]], None] | None = None) -> pl.DataFrame:
+class CountsByShard:
+    """A value of every row, counted per shard as the shards are indexed: ``value_of`` reads only the row's
+    top-level fields ``names`` (the fast scan hands it those alone)."""
+
+    def __init__(self, names: tuple[str, ...], value_of: Callable[[Mapping[str, Any]], str]) -> None:
+        self.names = names
+        self._value_of = value_of
+        self.by_shard: list[Counter[str]] = []
+
+    def start_shard(self) -> None:
+        self.by_shard.append(Counter())
+
+    def restart_shard(self) -> None:
+        """Forget what the shard counted so far: the exact scan counts its rows again."""
+        self.by_shard[-1].clear()
+
+    def see(self, fields: dict[str, Any]) -> None:
+        self.by_shard[-1][self._value_of(fields)] += 1
+
+
+def index_shards(shards: Sequence[Path], counts: CountsByShard | None = None) -> pl.DataFrame:
     """Columns task, rollout, shard (position in ``shards``), offset, line; sorted by key.
 
-    ``on_row(shard position, row)`` sees every row as the shards are indexed (no second reading)."""
+    ``counts`` counts every row's value as the shards are indexed (no second reading)."""
     frames = [
-        scan_keys(path, check=_row_check(position, on_row)).frame.with_columns(
-            pl.lit(position, dtype=pl.Int32).alias("shard")
-        )
+        _shard_index(path, counts).frame.with_columns(pl.lit(position, dtype=pl.Int32).alias("shard"))
         for position, path in enumerate(shards)
     ]
     merged = pl.concat(frames).sort([*KEY_COLUMNS, "shard"])
@@ -37,12 +58,17 @@ def index_shards(shards: Sequence[Path], on_row: Callable[[int, dict[str, Any]],
     return merged
 
 
-def _row_check(
-    position: int, on_row: Callable[[int, dict[str, Any]], None] | None
-) -> Callable[[JsonlLine, RolloutKey], None] | None:
-    if on_row is None:
-        return None
-    return lambda entry, _key: on_row(position, entry.row)
+def _shard_index(path: Path, counts: CountsByShard | None) -> KeyIndex:
+    """The shard's keys by the fast scan, else (a line only the exact scan can judge) by the exact one."""
+    if counts is not None:
+        counts.start_shard()
+    columns = scan_key_columns(path, fields=counts)
+    if columns is not None:
+        return key_index_of(path, columns)
+    if counts is None:
+        return scan_keys(path)
+    counts.restart_shard()
+    return scan_keys(path, check=lambda entry, _key: counts.see(entry.row))
 
 
 def iter_raw_lines(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[tuple[bytes, Path, int]]:

@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.pipeline.shard_merge import index_shards, iter_rows, write_merged
+from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
+from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, write_merged
 
 
 def shard(path: Path, keys: list[tuple[int, int]]) -> Path:
@@ -50,3 +51,25 @@ def test_a_key_in_two_shards_names_both(tmp_path: Path) -> None:
     ]
     with pytest.raises(ReverifyError, match=r"key \(task 3, rollout 1\) is in two shards: .*a.jsonl:2 and .*c.jsonl:1"):
         index_shards(shards)
+
+
+def stamped(task: int, config: str | None, *, big: bool = False) -> bytes:
+    row: dict[str, object] = {"_ng_task_index": task, "_ng_rollout_index": 0}
+    if config is not None:
+        row[PROVENANCE_FIELD] = {"config_hash": config, "server": "mcqa"}
+    # A field beyond 64 bits, which orjson reads and simdjson does not: the fast scan gives way to the exact one.
+    return orjson.dumps(row)[:-1] + (b',"size":18446744073709551616}' if big else b"}") + b"\n"
+
+
+@pytest.mark.parametrize("big_at", [None, 0, 2])
+def test_rows_are_counted_once_per_shard_whichever_scan_reads_it(tmp_path: Path, big_at: int | None) -> None:
+    second = [stamped(task, config) for task, config in [(10, "b"), (11, None), (12, "b")]]
+    if big_at is not None:
+        second[big_at] = stamped(10 + big_at, "b", big=True)
+    (tmp_path / "b.jsonl").write_bytes(b"".join(second))
+    (tmp_path / "a.jsonl").write_bytes(stamped(0, "a") + stamped(1, "a") + stamped(2, None))
+    shards = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    counts = CountsByShard((PROVENANCE_FIELD,), scoring_config)
+    index = index_shards(shards, counts)
+    assert index.height == 6
+    assert counts.by_shard == [{"a": 2, "original": 1}, {"b": 2, "original": 1}]
