@@ -16,14 +16,13 @@ from pathlib import Path
 from reverify_assets.cli.summary import print_coverage
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
-from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
 from reverify_assets.lib.shard_globs import expand_input_glob
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
 from reverify_assets.pipeline.coverage_count import CoverageSources
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.preparation import load_verifier_setup
-from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, write_merged
+from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, merged_rows
 
 log = logging.getLogger("reverify")
 
@@ -60,15 +59,12 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
             len(rows_by_config),
             describe_configs(rows_by_config, first_file),
         )
-    if merge_shards:
-        write_merged(index, shards, output)
-        rows = (line.row for line in iter_jsonl(output))
-        print(f"Merged:  {output} ({index.height} rows, sorted by key)")
-    else:
-        rows = iter_rows(index, shards)
+    rows = merged_rows(index, shards, output) if merge_shards else iter_rows(index, shards)
     metrics_path = aggregate_metrics_path(output)
     sources = CoverageSources.of([sidecar_path(shard) for shard in shards], expected=None)
     entries = run_aggregation(rows, setup, metrics_path, sources)
+    if merge_shards:
+        print(f"Merged:  {output} ({index.height} rows, sorted by key)")
     if entries is None:
         print("No row carries an agent name: no metrics written.")
         return

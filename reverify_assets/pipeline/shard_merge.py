@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import AtomicWriter, parse_row, read_line_at
+from reverify_assets.lib.jsonl import READ_BUFFER_BYTES, AtomicWriter, parse_row, read_line_at
 from reverify_assets.lib.key_columns import scan_key_columns
 from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex, scan_keys
 from reverify_assets.lib.keys import describe_key
@@ -73,7 +73,8 @@ def _shard_index(path: Path, counts: CountsByShard | None) -> KeyIndex:
 
 def iter_raw_lines(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[tuple[bytes, Path, int]]:
     """(line with its newline, shard path, line number) in the index's order."""
-    handles = [open(path, "rb") for path in shards]
+    # Each shard is read forward (its rows are in key order): a buffer of many rows, as iter_jsonl reads.
+    handles = [open(path, "rb", buffering=READ_BUFFER_BYTES) for path in shards]
     try:
         for shard, offset, line in index.select("shard", "offset", "line").iter_rows():
             yield read_line_at(handles[shard], offset), shards[shard], line
@@ -92,3 +93,12 @@ def write_merged(index: pl.DataFrame, shards: Sequence[Path], output: Path) -> N
     with AtomicWriter(output) as fh:
         for raw, _, _ in iter_raw_lines(index, shards):
             fh.write(raw)
+
+
+def merged_rows(index: pl.DataFrame, shards: Sequence[Path], output: Path) -> Iterator[dict[str, Any]]:
+    """``iter_rows`` while ``write_merged`` copies each row to ``output``: one reading of the shards serves both.
+    The merged file is moved into place once the last row is read; a reader that stops short leaves none."""
+    with AtomicWriter(output) as fh:
+        for raw, path, line in iter_raw_lines(index, shards):
+            fh.write(raw)
+            yield parse_row(raw.rstrip(b"\r\n"), path, line)

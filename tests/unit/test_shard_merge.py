@@ -9,7 +9,7 @@ import pytest
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
-from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, write_merged
+from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, merged_rows, write_merged
 
 
 def shard(path: Path, keys: list[tuple[int, int]]) -> Path:
@@ -73,3 +73,17 @@ def test_rows_are_counted_once_per_shard_whichever_scan_reads_it(tmp_path: Path,
     index = index_shards(shards, counts)
     assert index.height == 6
     assert counts.by_shard == [{"a": 2, "original": 1}, {"b": 2, "original": 1}]
+
+
+def test_merged_rows_are_the_merged_file_parsed_and_a_reader_that_stops_short_leaves_no_file(tmp_path: Path) -> None:
+    shards = [shard(tmp_path / "a.jsonl", [(2, 0), (0, 1)]), shard(tmp_path / "b.jsonl", [(1, 0), (0, 0)])]
+    index = index_shards(shards)
+    write_merged(index, shards, tmp_path / "expected.jsonl")
+    rows = list(merged_rows(index, shards, tmp_path / "merged.jsonl"))
+    assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "expected.jsonl").read_bytes()
+    assert rows == list(iter_rows(index, shards))
+
+    partial = merged_rows(index, shards, tmp_path / "partial.jsonl")
+    next(partial)
+    partial.close()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "expected.jsonl", "merged.jsonl"]
