@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 from reverify_assets.cli.summary import print_coverage
@@ -59,12 +60,16 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
             len(rows_by_config),
             describe_configs(rows_by_config, first_file),
         )
-    rows = merged_rows(index, shards, output) if merge_shards else iter_rows(index, shards)
+
+    def announce_merged() -> None:
+        print(f"Merged:  {output} ({index.height} rows, sorted by key)")
+
+    rows = merged_rows(index, shards, output, on_merged=announce_merged) if merge_shards else iter_rows(index, shards)
     metrics_path = aggregate_metrics_path(output)
     sources = CoverageSources.of([sidecar_path(shard) for shard in shards], expected=None)
-    entries = run_aggregation(rows, setup, metrics_path, sources)
-    if merge_shards:
-        print(f"Merged:  {output} ({index.height} rows, sorted by key)")
+    # Closed at once if the metrics fail: the merged file's temporary copy goes then, not at the next collection.
+    with closing(rows):
+        entries = run_aggregation(rows, setup, metrics_path, sources)
     if entries is None:
         print("No row carries an agent name: no metrics written.")
         return

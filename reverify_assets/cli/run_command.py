@@ -1,7 +1,7 @@
 """``reverify run``: check everything up front, then materialize the rescoring assets.
 
 The start-up runs several things at once: the built-in servers and the two key scans start in their own
-processes, and the join and the inputs' fingerprints run in threads (polars and hashlib, without the GIL), while
+processes, and the join and the inputs' fingerprints run in threads (polars and xxhash, without the GIL), while
 another thread imports Dagster. Their errors are raised as soon as they are found, before the Dagster run is
 created, as the other input errors are.
 """

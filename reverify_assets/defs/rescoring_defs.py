@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.output_flips import tally_output_flips
 from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
-from reverify_assets.pipeline.shard_merge import index_shards, write_merged
+from reverify_assets.pipeline.shard_merge import index_shards, merged_rows
 from reverify_assets.pipeline.verification import VerifyStep, run_verification
 from reverify_assets.rescoring.index_cache import IndexCache
 from reverify_assets.rescoring.shard_keys import parse_shard_key, task_range
@@ -276,14 +277,14 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         if not included:
             raise dg.Failure(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
         outputs = [layout.shard_output(shard) for shard in included]
-        write_merged(index_shards(outputs), outputs, layout.merged)
+        rows = merged_rows(index_shards(outputs), outputs, layout.merged)
         metrics_path = layout.merged.with_name("merged_aggregate_metrics.json")
         # The coverage counts every registered shard's plan: a shard left out is missing from the metrics, but
         # the failures of one left out for its failure rate are known (its files are sound) and count as failed.
         sidecars = [sidecar_path(layout.shard_output(shard)) for shard in [*included, *over_limit]]
         sources = CoverageSources.of(sidecars, _planned_keys(layout, registered))
-        rows = (line.row for line in iter_jsonl(layout.merged))
-        entries = run_aggregation(rows, setup, metrics_path, sources) or []
+        with closing(rows):
+            entries = run_aggregation(rows, setup, metrics_path, sources) or []
         summary = summarize_output(layout.merged)
         metadata = aggregate_metadata(metrics_path, entries, setup.config_hash) if entries else {}
         metadata.update(

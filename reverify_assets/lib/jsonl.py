@@ -139,7 +139,11 @@ class AtomicWriter:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         assert self._fh is not None
-        self._fh.close()
+        try:
+            self._fh.close()  # with a big buffer, a full disk is often found only here
+        except BaseException:
+            self._tmp.unlink(missing_ok=True)
+            raise
         if exc_type is None:
             os.replace(self._tmp, self.path)
         else:

@@ -17,6 +17,7 @@ import polars as pl
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
+from reverify_assets.lib.key_columns import KeyColumns
 from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
 from reverify_assets.lib.sorted_keys import (
     KEY_COLUMNS,
@@ -66,6 +67,24 @@ def scan_keys(
     if reject_duplicates:
         reject_duplicate_keys(index)
     return index
+
+
+def key_index_of(path: Path, columns: KeyColumns, *, reject_duplicates: bool = True) -> KeyIndex:
+    """The key index of ``path`` from its ``scan_key_columns`` columns (``scan_keys``'s, had it scanned it)."""
+    index = KeyIndex(path, key_frame(columns))
+    if reject_duplicates:
+        reject_duplicate_keys(index)
+    return index
+
+
+def key_frame(columns: KeyColumns) -> pl.DataFrame:
+    values = (
+        np.frombuffer(columns.tasks, dtype=np.int64),
+        np.frombuffer(columns.rollouts, dtype=np.int64),
+        np.frombuffer(columns.offsets, dtype=np.int64),
+        np.arange(1, columns.rows + 1, dtype=np.int64),  # every line is a row (the fast scan refuses blank lines)
+    )
+    return pl.DataFrame(dict(zip(INDEX_SCHEMA, values, strict=True)), schema=INDEX_SCHEMA)
 
 
 def reject_duplicate_keys(index: KeyIndex) -> None:

@@ -20,10 +20,9 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_columns import KeyColumns, scan_key_columns
 from reverify_assets.lib.key_index import (
-    INDEX_SCHEMA,
     KeyIndex,
     join_rollouts_to_inputs,
-    reject_duplicate_keys,
+    key_index_of,
     scan_keys,
 )
 from reverify_assets.lib.keys import RolloutKey
@@ -71,9 +70,7 @@ def inputs_index_of(path: Path, columns: KeyColumns | None, *, reject_duplicates
     if columns is None:
         return _scan_inputs_by_line(path, reject_duplicates=reject_duplicates)
     assert columns.route_of_row is not None and columns.routes is not None  # scanned with_routes
-    keys = KeyIndex(path, key_frame(columns))
-    if reject_duplicates:
-        reject_duplicate_keys(keys)
+    keys = key_index_of(path, columns, reject_duplicates=reject_duplicates)
     route_of_row = pl.Series("route", np.frombuffer(columns.route_of_row, dtype=np.int32), dtype=pl.Int32)
     return InputsIndex(keys, route_of_row, columns.routes)
 
@@ -108,24 +105,6 @@ def rollouts_index_of(
 
         return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)
     return key_index_of(path, columns, reject_duplicates=reject_duplicates)
-
-
-def key_index_of(path: Path, columns: KeyColumns, *, reject_duplicates: bool = True) -> KeyIndex:
-    """The key index of ``path`` from its ``scan_key_columns`` columns."""
-    index = KeyIndex(path, key_frame(columns))
-    if reject_duplicates:
-        reject_duplicate_keys(index)
-    return index
-
-
-def key_frame(columns: KeyColumns) -> pl.DataFrame:
-    values = (
-        np.frombuffer(columns.tasks, dtype=np.int64),
-        np.frombuffer(columns.rollouts, dtype=np.int64),
-        np.frombuffer(columns.offsets, dtype=np.int64),
-        np.arange(1, columns.rows + 1, dtype=np.int64),
-    )
-    return pl.DataFrame(dict(zip(INDEX_SCHEMA, values, strict=True)), schema=INDEX_SCHEMA)
 
 
 def rollouts_scan_limit(limit: int | None, judge_failed_only: bool) -> int | None:

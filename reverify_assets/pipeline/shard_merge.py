@@ -12,10 +12,9 @@ import polars as pl
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import READ_BUFFER_BYTES, AtomicWriter, parse_row, read_line_at
 from reverify_assets.lib.key_columns import scan_key_columns
-from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex, scan_keys
-from reverify_assets.lib.keys import describe_key
+from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex, key_index_of, scan_keys
+from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
 from reverify_assets.lib.sorted_keys import duplicated_keys
-from reverify_assets.pipeline.preparation import key_index_of
 
 
 class CountsByShard:
@@ -71,34 +70,54 @@ def _shard_index(path: Path, counts: CountsByShard | None) -> KeyIndex:
     return scan_keys(path, check=lambda entry, _key: counts.see(entry.row))
 
 
-def iter_raw_lines(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[tuple[bytes, Path, int]]:
-    """(line with its newline, shard path, line number) in the index's order."""
-    # Each shard is read forward (its rows are in key order): a buffer of many rows, as iter_jsonl reads.
-    handles = [open(path, "rb", buffering=READ_BUFFER_BYTES) for path in shards]
+def iter_raw_lines(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[tuple[bytes, Path, int, RolloutKey]]:
+    """(line with its newline, shard path, line number, key) in the index's order."""
+    # A shard read forward (its rows in key order, as a run writes them) is read a buffer of many rows at a time,
+    # as iter_jsonl reads; one read out of order (an --append target, say) a few kilobytes at a time.
+    forward = _read_forward(index)
+    handles = [
+        open(path, "rb", buffering=READ_BUFFER_BYTES if forward.get(position, True) else -1)
+        for position, path in enumerate(shards)
+    ]
     try:
-        for shard, offset, line in index.select("shard", "offset", "line").iter_rows():
-            yield read_line_at(handles[shard], offset), shards[shard], line
+        for task, rollout, shard, offset, line in index.select(*KEY_COLUMNS, "shard", "offset", "line").iter_rows():
+            yield read_line_at(handles[shard], offset), shards[shard], line, (task, rollout)
     finally:
         for handle in handles:
             handle.close()
 
 
+def _read_forward(index: pl.DataFrame) -> dict[int, bool]:
+    """Whether each shard's lines come in file order when read in the index's (key) order."""
+    forward = index.group_by("shard").agg((pl.col("offset").diff().fill_null(0) >= 0).all().alias("forward"))
+    return dict(forward.iter_rows())
+
+
 def iter_rows(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[dict[str, Any]]:
-    for raw, path, line in iter_raw_lines(index, shards):
-        yield parse_row(raw.rstrip(b"\r\n"), path, line)
+    for raw, path, line, key in iter_raw_lines(index, shards):
+        yield _parsed(raw, path, line, key)
 
 
-def write_merged(index: pl.DataFrame, shards: Sequence[Path], output: Path) -> None:
-    """Rows are copied verbatim, byte for byte: merging never re-serialises a result."""
+def merged_rows(
+    index: pl.DataFrame, shards: Sequence[Path], output: Path, on_merged: Callable[[], None] | None = None
+) -> Iterator[dict[str, Any]]:
+    """``iter_rows`` while each row is copied to ``output`` verbatim, byte for byte (merging never re-serialises a
+    result): one reading of the shards serves both. The merged file is moved into place once the last row is
+    read, then ``on_merged`` is called; a reader that stops short leaves none."""
     with AtomicWriter(output) as fh:
-        for raw, _, _ in iter_raw_lines(index, shards):
+        for raw, path, line, key in iter_raw_lines(index, shards):
             fh.write(raw)
+            yield _parsed(raw, path, line, key)
+    if on_merged is not None:
+        on_merged()
 
 
-def merged_rows(index: pl.DataFrame, shards: Sequence[Path], output: Path) -> Iterator[dict[str, Any]]:
-    """``iter_rows`` while ``write_merged`` copies each row to ``output``: one reading of the shards serves both.
-    The merged file is moved into place once the last row is read; a reader that stops short leaves none."""
-    with AtomicWriter(output) as fh:
-        for raw, path, line in iter_raw_lines(index, shards):
-            fh.write(raw)
-            yield parse_row(raw.rstrip(b"\r\n"), path, line)
+def _parsed(raw: bytes, path: Path, line: int, key: RolloutKey) -> dict[str, Any]:
+    row = parse_row(raw.rstrip(b"\r\n"), path, line)
+    if (found := row_key(row, path, line)) != key:
+        # simdjson, which indexed it, reads a field named twice at its first place; orjson at its last.
+        raise ReverifyError(
+            f"{path}:{line}: the row's key is {describe_key(found)}, but {describe_key(key)} when the file was "
+            f"indexed: the file changed since, or the row names {TASK_FIELD} or {ROLLOUT_FIELD} twice"
+        )
+    return row

@@ -64,6 +64,8 @@ def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None
     assert ours[0]["coverage"] | {"expected": 180, "missing": 0} == reference[0]["coverage"] | {"complete": False}
     assert ours[0]["coverage"]["expected"] == ours[0]["coverage"]["missing"] == "unknown"
     assert "Metrics cover 180 rollouts (expected total unknown)\n" in result.stdout
+    # The merged file is named once it is in place, before the metrics file.
+    assert 0 <= result.stdout.index(f"Merged:  {merged} (180 rows") < result.stdout.index("Metrics: ")
 
     unmerged = tmp_path / "unmerged.jsonl"
     result = aggregate_mcqa(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -9,7 +10,7 @@ import pytest
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
-from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, merged_rows, write_merged
+from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, merged_rows
 
 
 def shard(path: Path, keys: list[tuple[int, int]]) -> Path:
@@ -34,7 +35,8 @@ def test_shards_merge_in_key_order(tmp_path: Path) -> None:
         (1, 0),
         (2, 0),
     ]
-    write_merged(index, shards, tmp_path / "merged.jsonl")
+    for _ in merged_rows(index, shards, tmp_path / "merged.jsonl"):
+        pass
     assert [orjson.loads(line)["reward"] for line in (tmp_path / "merged.jsonl").read_bytes().splitlines()] == [
         0,
         1,
@@ -75,15 +77,63 @@ def test_rows_are_counted_once_per_shard_whichever_scan_reads_it(tmp_path: Path,
     assert counts.by_shard == [{"a": 2, "original": 1}, {"b": 2, "original": 1}]
 
 
-def test_merged_rows_are_the_merged_file_parsed_and_a_reader_that_stops_short_leaves_no_file(tmp_path: Path) -> None:
+def test_merged_rows_copy_each_row_verbatim_and_a_reader_that_stops_short_leaves_no_file(tmp_path: Path) -> None:
     shards = [shard(tmp_path / "a.jsonl", [(2, 0), (0, 1)]), shard(tmp_path / "b.jsonl", [(1, 0), (0, 0)])]
+    # Spacing orjson would not write: the merged file keeps it.
+    (tmp_path / "a.jsonl").write_bytes((tmp_path / "a.jsonl").read_bytes().replace(b'"reward"', b' "reward"'))
+    stored = {
+        (row["_ng_task_index"], row["_ng_rollout_index"]): line
+        for path in shards
+        for line in path.read_bytes().splitlines(keepends=True)
+        if (row := orjson.loads(line))
+    }
     index = index_shards(shards)
-    write_merged(index, shards, tmp_path / "expected.jsonl")
-    rows = list(merged_rows(index, shards, tmp_path / "merged.jsonl"))
-    assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "expected.jsonl").read_bytes()
-    assert rows == list(iter_rows(index, shards))
+    merged: list[str] = []
+    rows = list(merged_rows(index, shards, tmp_path / "merged.jsonl", on_merged=lambda: merged.append("now")))
+    assert merged == ["now"]
+    lines = (tmp_path / "merged.jsonl").read_bytes().splitlines(keepends=True)
+    assert lines == [stored[key] for key in sorted(stored)]
+    assert rows == list(iter_rows(index, shards)) == [orjson.loads(line) for line in lines]
 
-    partial = merged_rows(index, shards, tmp_path / "partial.jsonl")
+    partial = merged_rows(index, shards, tmp_path / "partial.jsonl", on_merged=lambda: merged.append("again"))
     next(partial)
     partial.close()
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "expected.jsonl", "merged.jsonl"]
+    assert merged == ["now"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "merged.jsonl"]
+
+
+def test_a_key_read_otherwise_than_the_index_read_it_names_the_line(tmp_path: Path) -> None:
+    """simdjson, which indexes, takes a field named twice at its first place; orjson, which parses, at its last."""
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(
+        b'{"_ng_task_index": 0, "_ng_rollout_index": 0}\n'
+        b'{"_ng_task_index": 1, "_ng_task_index": 7, "_ng_rollout_index": 0}\n'
+    )
+    index = index_shards([path])
+    with pytest.raises(
+        ReverifyError, match=r"a.jsonl:2: the row's key is \(task 7, rollout 0\), but \(task 1, rollout 0\)"
+    ):
+        list(iter_rows(index, [path]))
+
+
+def test_a_shard_out_of_key_order_is_read_as_well(tmp_path: Path) -> None:
+    shards = [shard(tmp_path / "a.jsonl", [(5, 0), (1, 0), (3, 0)]), shard(tmp_path / "b.jsonl", [(0, 0), (2, 0)])]
+    index = index_shards(shards)
+    assert [row["_ng_task_index"] for row in iter_rows(index, shards)] == [0, 1, 2, 3, 5]
+
+
+PROVENANCE_VALUES = [None, "x", 5, [1], {}, {"config_hash": ""}, {"config_hash": 5}, {"config_hash": "c"}]
+
+
+def test_the_fast_scan_counts_configs_as_the_parsed_rows_name_them(tmp_path: Path) -> None:
+    rows = [{"_ng_task_index": 0, "_ng_rollout_index": 0}]  # no provenance at all
+    rows += [
+        {"_ng_task_index": task, "_ng_rollout_index": 0, PROVENANCE_FIELD: value}
+        for task, value in enumerate(PROVENANCE_VALUES, start=1)
+    ]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    counts = CountsByShard((PROVENANCE_FIELD,), scoring_config)
+    index_shards([path], counts)
+    assert counts.by_shard == [Counter(scoring_config(row) for row in rows)]
+    assert counts.by_shard[0]["c"] == 1

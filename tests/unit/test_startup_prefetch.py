@@ -88,8 +88,12 @@ def test_an_error_reaches_whoever_takes_the_result(tmp_path: Path) -> None:
         taken.result()
 
 
-def test_file_digest_takes_the_prefetched_one(tmp_path: Path) -> None:
+def test_file_digest_takes_the_prefetched_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Chunks smaller than the file, and not dividing it: the digest is the whole file's all the same.
+    monkeypatch.setattr(prefetch, "ON_THE_SPOT_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(prefetch, "AHEAD_CHUNK_BYTES", 3001)
     path = write_rows(tmp_path / "f.jsonl", [(0, 0)] * 1000)
+    assert path.stat().st_size > 10 * 3001
     expected = xxhash.xxh3_128(path.read_bytes()).digest()
     assert prefetch.file_digest(path) == expected
     key = prefetch.start_file_digest(path)
