@@ -32,7 +32,6 @@ WRITE_BUFFER_BYTES = 1 << 20
 class JsonlLine:
     line_no: int  # 1-based, as editors show it
     offset: int
-    raw: bytes  # without the trailing newline
     row: dict[str, Any]
 
 
@@ -45,21 +44,31 @@ def iter_jsonl(path: Path) -> Iterator[JsonlLine]:
     with fh:
         offset = 0
         for line_no, line in enumerate(fh, start=1):
-            raw = line.rstrip(b"\r\n")
-            yield JsonlLine(line_no, offset, raw, parse_row(raw, path, line_no))
+            yield JsonlLine(line_no, offset, parse_row(line, path, line_no))
             offset += len(line)
 
 
 def parse_row(raw: bytes, path: Path | str, line_no: int) -> dict[str, Any]:
-    if not raw.strip():
-        raise ReverifyError(f"{path}:{line_no}: blank line (every line of a JSONL file must hold one JSON object)")
+    """The row of one line, its line break included or not (JSON whitespace either way: parsed as it is, a line
+    of kilobytes is not copied first)."""
     try:
         row = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ReverifyError(f"{path}:{line_no}: malformed JSON: {exc}") from exc
+        raise _unparsable(raw, path, line_no) from exc
     if not isinstance(row, dict):
         raise ReverifyError(f"{path}:{line_no}: expected a JSON object, found {type(row).__name__}")
     return row
+
+
+def _unparsable(raw: bytes, path: Path | str, line_no: int) -> ReverifyError:
+    line = raw.rstrip(b"\r\n")
+    if not line.strip():
+        return ReverifyError(f"{path}:{line_no}: blank line (every line of a JSONL file must hold one JSON object)")
+    try:
+        orjson.loads(line)  # again without the line break, for a position in the line: a cut line ends there
+    except orjson.JSONDecodeError as exc:
+        return ReverifyError(f"{path}:{line_no}: malformed JSON: {exc}")
+    return ReverifyError(f"{path}:{line_no}: malformed JSON")
 
 
 def read_line_at(fh: BinaryIO, offset: int) -> bytes:
@@ -84,7 +93,7 @@ def pread_line(fd: int, offset: int) -> bytes:
 
 def read_row_at(fh: BinaryIO, offset: int, path: Path | str, line_no: int) -> dict[str, Any]:
     fh.seek(offset)
-    return parse_row(fh.readline().rstrip(b"\r\n"), path, line_no)
+    return parse_row(fh.readline(), path, line_no)
 
 
 class LineAppender:

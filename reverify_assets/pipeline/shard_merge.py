@@ -113,7 +113,7 @@ def merged_rows(
 
 
 def _parsed(raw: bytes, path: Path, line: int, key: RolloutKey) -> dict[str, Any]:
-    row = parse_row(raw.rstrip(b"\r\n"), path, line)
+    row = parse_row(raw, path, line)
     if (found := row_key(row, path, line)) != key:
         # simdjson, which indexed it, reads a field named twice at its first place; orjson at its last.
         raise ReverifyError(

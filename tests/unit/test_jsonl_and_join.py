@@ -27,7 +27,8 @@ def row(task: object, rollout: object, **extra: object) -> str:
     [
         ([row(0, 0), "", row(0, 1)], r"data.jsonl:2: blank line"),
         ([row(0, 0), "   ", row(0, 1)], r"data.jsonl:2: blank line"),
-        ([row(0, 0), '{"_ng_task_index": 0,'], r"data.jsonl:2: malformed JSON"),
+        # The position is in the line, not after its line break: "line 1", where the line was cut.
+        ([row(0, 0), '{"_ng_task_index": 0,'], r"data.jsonl:2: malformed JSON: unexpected end of data: line 1 col"),
         (["[1, 2]"], r"data.jsonl:1: expected a JSON object, found list"),
         (
             [row(0, 0), '{"_ng_rollout_index": 1}'],
