@@ -27,5 +27,17 @@ def row_key(row: dict[str, Any], path: Path | str, line_no: int) -> RolloutKey:
     return task, rollout  # type: ignore[return-value]
 
 
+def check_indexed_key(row: dict[str, Any], path: Path | str, line_no: int, indexed: RolloutKey) -> None:
+    """A row read back at an index's offset must hold the key the index gave it. It does not when the file changed
+    after it was indexed, or when the row names a key field twice: simdjson, which indexes, reads the first, and
+    orjson, which parses rows, keeps the last."""
+    found = row_key(row, path, line_no)
+    if found != indexed:
+        raise ReverifyError(
+            f"{path}:{line_no}: the row's key is {describe_key(found)}, but {describe_key(indexed)} when the file "
+            f"was indexed: the file changed since (run again), or the row names {TASK_FIELD} or {ROLLOUT_FIELD} twice"
+        )
+
+
 def describe_key(key: RolloutKey) -> str:
     return f"(task {key[0]}, rollout {key[1]})"

@@ -7,9 +7,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import pread_line, read_row_at
-from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
+from reverify_assets.lib.keys import RolloutKey, check_indexed_key
 from reverify_assets.lib.payload import build_verify_payload
 from reverify_assets.lib.row_reward import is_masked, numeric_reward
 
@@ -39,11 +38,7 @@ class PairReader:
             (self.rollouts_path, rollout_at[1], rollout_row),
         ):
             # An index made before the file changed would pair one row's input with another's response.
-            if row_key(row, path, line) != key:
-                raise ReverifyError(
-                    f"{path}:{line}: expected the row of {describe_key(key)}: the file changed "
-                    "after it was indexed; run again"
-                )
+            check_indexed_key(row, path, line, key)
         payload = build_verify_payload(input_row, rollout_row, key)
         return ReadPair(payload, numeric_reward(rollout_row), is_masked(rollout_row))
 

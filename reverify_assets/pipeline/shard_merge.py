@@ -13,7 +13,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import READ_BUFFER_BYTES, AtomicWriter, parse_row, read_line_at
 from reverify_assets.lib.key_columns import scan_key_columns
 from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex, key_index_of, scan_keys
-from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
+from reverify_assets.lib.keys import RolloutKey, check_indexed_key, describe_key
 from reverify_assets.lib.sorted_keys import duplicated_keys
 
 
@@ -114,10 +114,5 @@ def merged_rows(
 
 def _parsed(raw: bytes, path: Path, line: int, key: RolloutKey) -> dict[str, Any]:
     row = parse_row(raw, path, line)
-    if (found := row_key(row, path, line)) != key:
-        # simdjson, which indexed it, reads a field named twice at its first place; orjson at its last.
-        raise ReverifyError(
-            f"{path}:{line}: the row's key is {describe_key(found)}, but {describe_key(key)} when the file was "
-            f"indexed: the file changed since, or the row names {TASK_FIELD} or {ROLLOUT_FIELD} twice"
-        )
+    check_indexed_key(row, path, line, key)
     return row
