@@ -68,7 +68,7 @@ def _unparsable(raw: bytes, path: Path | str, line_no: int) -> ReverifyError:
         orjson.loads(line)  # again without the line break, for a position in the line: a cut line ends there
     except orjson.JSONDecodeError as exc:
         return ReverifyError(f"{path}:{line_no}: malformed JSON: {exc}")
-    return ReverifyError(f"{path}:{line_no}: malformed JSON")
+    return ReverifyError(f"{path}:{line_no}: malformed JSON")  # not reached: a line break is JSON whitespace
 
 
 def read_line_at(fh: BinaryIO, offset: int) -> bytes:

@@ -8,7 +8,8 @@ It answers only for a file that the exact scan (``key_index.scan_keys``: orjson,
 without a word; for any other (a blank line, bad JSON, a byte order mark, a key that is not an integer, a
 missing response, an unreadable file) it answers None, and the caller runs the exact scan, which names the
 file, the line and the fault. One difference on input both accept: a field named twice in one object, where
-simdjson finds the first and orjson keeps the last. The verify step parses every row again and checks its key.
+simdjson finds the first and orjson keeps the last. The verify step and the shard merge parse every row again
+and check its key (``keys.check_indexed_key``).
 
 Nothing here imports polars: the start-up's scan process (``key_scan_process``) runs this beside Dagster's
 import, and starts the sooner for it.

@@ -34,8 +34,8 @@ def check_indexed_key(row: dict[str, Any], path: Path | str, line_no: int, index
     found = row_key(row, path, line_no)
     if found != indexed:
         raise ReverifyError(
-            f"{path}:{line_no}: the row's key is {describe_key(found)}, but {describe_key(indexed)} when the file "
-            f"was indexed: the file changed since (run again), or the row names {TASK_FIELD} or {ROLLOUT_FIELD} twice"
+            f"{path}:{line_no}: the row's key is {describe_key(found)}, where the index gave {describe_key(indexed)}: "
+            f"the file changed after it was indexed (run again), or the row names {TASK_FIELD} or {ROLLOUT_FIELD} twice"
         )
 
 

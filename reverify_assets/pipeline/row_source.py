@@ -37,7 +37,7 @@ class PairReader:
             (self.inputs_path, input_at[1], input_row),
             (self.rollouts_path, rollout_at[1], rollout_row),
         ):
-            # An index made before the file changed would pair one row's input with another's response.
+            # Else one row's input would be paired with another's response.
             check_indexed_key(row, path, line, key)
         payload = build_verify_payload(input_row, rollout_row, key)
         return ReadPair(payload, numeric_reward(rollout_row), is_masked(rollout_row))

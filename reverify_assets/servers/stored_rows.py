@@ -14,8 +14,8 @@ CLI would (``build_verify_payload``), grades it, stamps the result and answers t
   order, then the line to store of each result whose ``destination`` is ``output`` or ``sidecar``, in the
   same order. A result is ``{"status": 200, "destination", "reward", "masked", "failure_class",
   "stored_reward", "stored_masked"}``; ``{"status": 409, "detail"}`` when the two rows do not make a verify
-  request for that key (the file changed after it was indexed, say); else what ``/verify`` would have
-  answered, ``{"status": 422 | 500, "detail"}``.
+  request for that key (the file changed after it was indexed, or a row names a key field twice); else what
+  ``/verify`` would have answered, ``{"status": 422 | 500, "detail"}``.
 """
 
 from __future__ import annotations

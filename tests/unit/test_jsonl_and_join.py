@@ -9,7 +9,14 @@ import orjson
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import PREAD_FIRST_BYTES, LineAppender, iter_jsonl, pread_line, write_json_atomic
+from reverify_assets.lib.jsonl import (
+    PREAD_FIRST_BYTES,
+    LineAppender,
+    iter_jsonl,
+    pread_line,
+    read_row_at,
+    write_json_atomic,
+)
 from reverify_assets.lib.key_index import join_rollouts_to_inputs, scan_keys
 
 
@@ -128,3 +135,12 @@ def test_atomic_json_leaves_no_temporary_file(tmp_path: Path) -> None:
     write_json_atomic(target, [{"x": 1}])
     assert orjson.loads(target.read_bytes()) == [{"x": 1}]
     assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_lines_ending_in_crlf_read_as_rows_by_line_and_by_offset(tmp_path: Path) -> None:
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(f"{row(0, 0)}\r\n{row(1, 0, text='a b')}\r\n{row(2, 0)}".encode())
+    lines = list(iter_jsonl(path))
+    assert [line.row["_ng_task_index"] for line in lines] == [0, 1, 2]
+    with path.open("rb") as fh:
+        assert read_row_at(fh, lines[1].offset, path, 2) == {"_ng_task_index": 1, "_ng_rollout_index": 0, "text": "a b"}

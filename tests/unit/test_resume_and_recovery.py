@@ -216,6 +216,6 @@ def test_reading_back_a_row_that_moved_is_an_error(tmp_path: Path) -> None:
     offsets = scan_keys(rollouts).frame["offset"].to_list()
     with PairReader(inputs, rollouts) as pairs:
         assert pairs.read((1, 0), (scan_keys(inputs).frame["offset"][1], 2), (offsets[1], 2)).payload["response"] == {}
-        moved = r"r.jsonl:1: the row's key is \(task 0, rollout 0\), but \(task 1, rollout 0\) when the file was"
+        moved = r"r.jsonl:1: the row's key is \(task 0, rollout 0\), where the index gave \(task 1, rollout 0\)"
         with pytest.raises(ReverifyError, match=moved):
             pairs.read((1, 0), (scan_keys(inputs).frame["offset"][1], 2), (offsets[0], 1))

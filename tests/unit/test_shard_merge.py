@@ -110,9 +110,8 @@ def test_a_key_read_otherwise_than_the_index_read_it_names_the_line(tmp_path: Pa
         b'{"_ng_task_index": 1, "_ng_task_index": 7, "_ng_rollout_index": 0}\n'
     )
     index = index_shards([path])
-    with pytest.raises(
-        ReverifyError, match=r"a.jsonl:2: the row's key is \(task 7, rollout 0\), but \(task 1, rollout 0\)"
-    ):
+    named_twice = r"a.jsonl:2: the row's key is \(task 7, rollout 0\), where the index gave \(task 1, rollout 0\)"
+    with pytest.raises(ReverifyError, match=named_twice):
         list(iter_rows(index, [path]))
 
 
