@@ -105,11 +105,6 @@ def _read(path: Path) -> str | None:
         return None  # the process ended between listing and reading: normal at the end of a run
 
 
-def _raise_peak(peak: ProcessPeak, rss_kb: int, now: float) -> None:
-    if rss_kb > peak.peak_rss_kb:
-        peak.peak_rss_kb, peak.peak_at = rss_kb, now
-
-
 def _children(pid: int) -> list[int]:
     try:
         tids = os.listdir(_PROC / str(pid) / "task")
@@ -249,9 +244,7 @@ class TreeSampler:
 
     def sample_once(self) -> None:
         now = time.perf_counter()
-        total = descendants = 0
-        in_group = dict.fromkeys(self.groups, 0)
-        counted: list[ProcessPeak] = []
+        measured: list[tuple[ProcessPeak, int]] = []
         for pid, parent in _tree(self._report.root_pid):
             rss = _rss_kb(pid)
             if rss is None:
@@ -274,43 +267,31 @@ class TreeSampler:
                     # A child just forked and not yet exec'd maps its parent's pages (copy-on-write): counting
                     # them would add a phantom copy of the parent. A real fork worker is counted from then on.
                     continue
-                peak.last_seen = now
                 peak.series.append((now, rss))
-                _raise_peak(peak, rss, now)
                 if cpu is not None:
                     peak.cpu_s = cpu
-            counted.append(peak)
-            total += rss
-            if pid != self._report.root_pid:
-                descendants += rss
-            for name, member in self.groups.items():
-                if member(peak.command):
-                    in_group[name] += rss
-        self._counted = counted
-        self._record_sums(now, total, descendants, in_group)
+            measured.append((peak, rss))
+        self._counted = [peak for peak, _ in measured]
+        self._record(now, measured)
 
     def sample_rss(self) -> None:
         """The RSS of the processes the last walk counted, and its sums: a few files read, no walk."""
         now = time.perf_counter()
-        total = descendants = 0
-        in_group = dict.fromkeys(self.groups, 0)
-        for peak in self._counted:
-            rss = _rss_kb(peak.pid)
-            if rss is None:
-                continue
-            total += rss
-            if peak.pid != self._report.root_pid:
-                descendants += rss
-            for name, member in self.groups.items():
-                if member(peak.command):
-                    in_group[name] += rss
-            with self._lock:
-                peak.last_seen = now
-                _raise_peak(peak, rss, now)
-        self._record_sums(now, total, descendants, in_group)
+        measured = [(peak, rss) for peak in self._counted if (rss := _rss_kb(peak.pid)) is not None]
+        self._record(now, measured)
 
-    def _record_sums(self, now: float, total: int, descendants: int, in_group: dict[str, int]) -> None:
+    def _record(self, now: float, measured: list[tuple[ProcessPeak, int]]) -> None:
+        """Each process's peak and the peaks of the sums, from one sample of the processes counted."""
+        total = sum(rss for _, rss in measured)
+        descendants = sum(rss for peak, rss in measured if peak.pid != self._report.root_pid)
+        in_group = {
+            name: sum(rss for peak, rss in measured if member(peak.command)) for name, member in self.groups.items()
+        }
         with self._lock:
+            for peak, rss in measured:
+                peak.last_seen = now
+                if rss > peak.peak_rss_kb:
+                    peak.peak_rss_kb, peak.peak_at = rss, now
             self._report.samples += 1
             self._report.peak_descendants_kb = max(self._report.peak_descendants_kb, descendants)
             for name, kb in in_group.items():
