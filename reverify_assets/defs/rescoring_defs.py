@@ -277,7 +277,8 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         if not included:
             raise dg.Failure(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
         outputs = [layout.shard_output(shard) for shard in included]
-        rows = merged_rows(index_shards(outputs), outputs, layout.merged)
+        summary = OutputSummary()  # of the merged file, counted as the metrics read it
+        rows = summary.count_passing(merged_rows(index_shards(outputs), outputs, layout.merged))
         metrics_path = layout.merged.with_name("merged_aggregate_metrics.json")
         # The coverage counts every registered shard's plan: a shard left out is missing from the metrics, but
         # the failures of one left out for its failure rate are known (its files are sound) and count as failed.
@@ -285,7 +286,6 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         sources = CoverageSources.of(sidecars, _planned_keys(layout, registered))
         with closing(rows):
             entries = run_aggregation(rows, setup, metrics_path, sources) or []
-        summary = summarize_output(layout.merged)
         metadata = aggregate_metadata(metrics_path, entries, setup.config_hash) if entries else {}
         metadata.update(
             {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Generator, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,14 @@ class OutputSummary:
         stamp = row.get(PROVENANCE_FIELD)
         config = stamp.get("config_hash") if isinstance(stamp, dict) else None
         self.rows_by_config[config if isinstance(config, str) else UNKNOWN_PROVENANCE] += 1
+
+    def count_passing(self, rows: Generator[dict[str, Any], None, None]) -> Iterator[dict[str, Any]]:
+        """``rows`` as they come, each added as it passes: the figures of a stream another reader consumes,
+        without reading its file again. Closing this closes ``rows``."""
+        with closing(rows):
+            for row in rows:
+                self.add(row)
+                yield row
 
 
 def summarize_output(path: Path) -> OutputSummary:
