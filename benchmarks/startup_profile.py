@@ -20,6 +20,10 @@ probe costs the run a little; its other figures are printed too but only the pla
 By default a run is killed once its first row is written: start-up is the subject, and
 the rest of a 100k run takes 20 s. ``--full`` lets every run finish.
 
+Then Dagster alone (``dagster_floor.py``, unless ``--no-floor``): as many fresh interpreters running four empty
+assets shaped like the run's, and when the fourth step began: the floor under the first request, and what the
+command adds above it.
+
 Then the error paths, each timed from command start to exit (non-zero expected) with the message printed:
 a misspelt flag, a bad config value, a missing --inputs file, malformed JSON at line 3 of the inputs and a
 duplicate key at the end of the rollouts (copies of the given files, in the work directory).
@@ -28,7 +32,7 @@ Every run holds the benchmark lock (``bench_lock.py``) and waits for a quiet mac
 
     .venv/bin/python benchmarks/startup_profile.py --data DIR | --inputs F --rollouts F
         [--config configs/mcqa.yaml] [++override ...] [--concurrency 64] [--repeat 3] [--full]
-        [--skip-errors] [--no-probe] [--work DIR]
+        [--skip-errors] [--no-probe] [--no-floor] [--work DIR]
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from pathlib import Path
 from types import TracebackType
 
 from bench_lock import exclusive
+from dagster_floor import measure_floor, median_floor, print_floor
 from dagster_steps import RunWindows, read_run_windows
 from output_watch import OutputWatcher
 from process_memory import machine_cpu_seconds, wait_until_quiet
@@ -378,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--full", action="store_true", help="let every run finish instead of stopping at row 1")
     parser.add_argument("--skip-errors", action="store_true", help="time only the start-up, not the error paths")
     parser.add_argument("--no-probe", action="store_true", help="skip the import probe run")
+    parser.add_argument("--no-floor", action="store_true", help="skip the runs of Dagster alone (dagster_floor.py)")
     parser.add_argument("--work", type=Path, help="keep the files here (default: a temporary directory, removed)")
     return parser
 
@@ -419,6 +425,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\nfirst /verify answered: median {statistics.median(firsts):.2f} s, min {min(firsts):.2f} s, "
             f"max {max(firsts):.2f} s over {len(firsts)} runs (target < {TARGET_S:.0f} s)"
         )
+    if not args.no_floor:
+        with measuring("Dagster's floor"):
+            floor_runs = measure_floor(work, args.repeat)
+        print_floor(floor_runs)
+        if firsts:
+            floor = median_floor(floor_runs)
+            print(f"  the command's first answer comes {statistics.median(firsts) - floor:.2f} s after that (medians)")
     if not args.skip_errors:
         print("\n| error | exit | seconds | message |")
         print("|-------|------|---------|---------|")
