@@ -6,8 +6,10 @@ import errno
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
+if TYPE_CHECKING:  # the frame writes itself: readers of JSONL that import this module load no polars
+    import polars as pl
 
 
 def temporary_name(path: Path) -> Path:

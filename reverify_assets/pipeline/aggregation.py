@@ -19,33 +19,16 @@ import orjson
 
 from reverify_assets.config.topology import Topology
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.json_objects import is_mapping
 from reverify_assets.lib.result_routing import agent_name, run_label
+from reverify_assets.lib.stripped_row import strip_for_aggregation
 from reverify_assets.metrics.accumulator import MetricsAccumulator
 from reverify_assets.pipeline.coverage_count import CoverageTally, GroupKey
 from reverify_assets.servers.protocol import MetricsHooks
 from reverify_assets.servers.registry import builtin_metrics_hooks
 from reverify_assets.verifier.client import VerifierClient
 
-NOT_SENT_TO_AGGREGATION = (
-    "responses_create_params",
-    "ng_agent_observations",
-    "ng_model_call_capture",
-    "ng_trajectory",
-)
 # Popped from every entry, as NeMo Gym's reverify does: rollouts re-read from disk carry no timing.
 NOT_IN_SUMMARY = "perf_summary"
-
-
-def strip_for_aggregation(row: dict[str, Any]) -> dict[str, Any]:
-    # A copy less four fields: cheaper than a comprehension over every field, and the order is the same.
-    stripped = dict(row)
-    for name in NOT_SENT_TO_AGGREGATION:
-        stripped.pop(name, None)
-    response = row.get("response")
-    if is_mapping(response):
-        stripped["response"] = {"usage": response.get("usage")}
-    return stripped
 
 
 @dataclass
