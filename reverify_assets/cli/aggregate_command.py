@@ -20,10 +20,11 @@ from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
 from reverify_assets.lib.shard_globs import expand_input_glob
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
+from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.preparation import load_verifier_setup
-from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, merged_rows
+from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards
 
 log = logging.getLogger("reverify")
 
@@ -64,7 +65,7 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     def announce_merged() -> None:
         print(f"Merged:  {output} ({index.height} rows, sorted by key)")
 
-    rows = merged_rows(index, shards, output, on_merged=announce_merged) if merge_shards else iter_rows(index, shards)
+    rows = rows_of_shards(index, shards, output if merge_shards else None, on_merged=announce_merged)
     metrics_path = aggregate_metrics_path(output)
     sources = CoverageSources.of([sidecar_path(shard) for shard in shards], expected=None)
     # Closed at once if the metrics fail: the merged file's temporary copy goes then, not at the next collection.

@@ -15,6 +15,7 @@ Judge-failure recovery (group ``judge_recovery``) shares the two sources::
 
 import logging
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import dagster as dg
@@ -31,19 +32,19 @@ from reverify_assets.defs.metadata import aggregate_metadata, sidecar_metadata, 
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.lib.atomic_files import write_parquet_atomic
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
-from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.judge_recovery import index_judge_failures, source_failures_path
 from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
+from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_flips import tally_output_flips
 from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
 from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, rollouts_scan_limit
-from reverify_assets.pipeline.shard_merge import index_shards, iter_rows
+from reverify_assets.pipeline.shard_merge import index_shards
 from reverify_assets.pipeline.startup_prefetch import (
     hand_over_plan,
     read_plan,
@@ -196,11 +197,10 @@ def _aggregate(
     output = Path(rows.path)
     target = aggregate_metrics_path(output)
     # Metrics stream rows in key order: a fresh output is sorted; an --append target is the user's file.
-    in_key_order = (
-        iter_rows(index_shards([output]), [output]) if rescoring.append else (line.row for line in iter_jsonl(output))
-    )
+    in_key_order = rows_of_shards(index_shards([output]), [output]) if rescoring.append else rows_of_file(output)
     sources = CoverageSources.of([*sidecars, sidecar_path(output)], expected)
-    entries = run_aggregation(in_key_order, rescoring.verifier_setup(), target, sources)
+    with closing(in_key_order):
+        entries = run_aggregation(in_key_order, rescoring.verifier_setup(), target, sources)
     if entries is None:
         return dg.Output(None, metadata={"note": "no row carries an agent name: nothing to aggregate"})
     return dg.Output(

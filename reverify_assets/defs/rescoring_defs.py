@@ -33,13 +33,14 @@ from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.lib.resume_cache import max_attempts_from
+from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.output_flips import tally_output_flips
 from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
-from reverify_assets.pipeline.shard_merge import index_shards, merged_rows
+from reverify_assets.pipeline.shard_merge import index_shards
 from reverify_assets.pipeline.verification import VerifyStep, run_verification
 from reverify_assets.rescoring.index_cache import IndexCache
 from reverify_assets.rescoring.shard_keys import parse_shard_key, task_range
@@ -278,7 +279,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
             raise dg.Failure(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
         outputs = [layout.shard_output(shard) for shard in included]
         summary = OutputSummary()  # of the merged file, counted as the metrics read it
-        rows = summary.count_passing(merged_rows(index_shards(outputs), outputs, layout.merged))
+        rows = summary.count_passing(rows_of_shards(index_shards(outputs), outputs, layout.merged))
         metrics_path = layout.merged.with_name("merged_aggregate_metrics.json")
         # The coverage counts every registered shard's plan: a shard left out is missing from the metrics, but
         # the failures of one left out for its failure rate are known (its files are sound) and count as failed.

@@ -1,0 +1,80 @@
+"""The process that reads an aggregate's rows for ``aggregation_rows``: each row parsed, stripped
+(``strip_for_aggregation``) and written to stdout as one compact JSON line; shards merged on the way.
+
+It stops at the first bad row with the in-process reader's message on stderr and exit status
+``BAD_ROW_EXIT``, and at a closed stdout (the reader stopped) without a word, its merged file's temporary
+copy removed either way. A file source loads no polars.
+
+    python -m reverify_assets.pipeline.aggregation_rows_process file PATH
+    python -m reverify_assets.pipeline.aggregation_rows_process shards INDEX.parquet MERGED|- SHARD...
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Generator, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.jsonl import iter_jsonl
+from reverify_assets.lib.stripped_row import strip_for_aggregation
+
+Rows = Generator[dict[str, Any], None, None]
+
+BAD_ROW_EXIT = 3
+NO_MERGED_FILE = "-"
+# Written a piece at a time into a pipe that holds many (see ``aggregation_rows``): the reader starts on the
+# first rows while the next are being made.
+WRITE_BYTES = 1 << 16
+
+
+def as_generator(rows: Iterator[dict[str, Any]]) -> Rows:
+    """``rows`` as a generator, whose ``close`` the callers use."""
+    yield from rows
+
+
+def rows_of_file(path: Path) -> Rows:
+    return (entry.row for entry in iter_jsonl(path))
+
+
+def _source_rows(arguments: list[str]) -> Rows:
+    kind, *rest = arguments
+    if kind == "file":
+        (path,) = rest
+        return rows_of_file(Path(path))
+    if kind == "shards":
+        # Here, not above: a file source (the run's own output) has no use for polars' 40 MB and 0.1 s.
+        import polars as pl
+
+        from reverify_assets.pipeline.shard_merge import iter_rows, merged_rows
+
+        index_file, merged, *shards = rest
+        index, paths = pl.read_parquet(index_file), [Path(shard) for shard in shards]
+        if merged == NO_MERGED_FILE:
+            return as_generator(iter_rows(index, paths))
+        return merged_rows(index, paths, Path(merged))
+    raise SystemExit(f"the source must be 'file' or 'shards', not {kind!r}")
+
+
+def main(arguments: list[str]) -> int:
+    rows = _source_rows(arguments)
+    try:
+        with closing(rows), os.fdopen(sys.stdout.fileno(), "wb", buffering=WRITE_BYTES, closefd=False) as out:
+            dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+            for row in rows:
+                out.write(dumps(strip_for_aggregation(row), option=option))
+    except ReverifyError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return BAD_ROW_EXIT
+    except BrokenPipeError:
+        return 1  # the reader stopped: nobody wants the rest
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,168 @@
+"""An aggregate's rows read by a process of their own give what the in-process readers give, less the stripped
+fields; a bad row stops them with the same message; a reader that stops short leaves nothing behind."""
+
+from __future__ import annotations
+
+import subprocess
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.stripped_row import strip_for_aggregation
+from reverify_assets.pipeline import aggregation_rows
+from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shards
+from reverify_assets.pipeline.shard_merge import index_shards, iter_rows, merged_rows
+
+CHILD = {"in_process_below": 0}  # every source is read by the process
+IN_PROCESS = {"in_process_below": 1 << 40}
+
+
+def result_row(task: int, rollout: int, **fields: Any) -> dict[str, Any]:
+    return {
+        "responses_create_params": {"input": [{"role": "user", "content": "Which? " * 50}]},
+        "response": {"output": [{"type": "message", "content": "x" * 300}], "usage": {"input_tokens": 12}},
+        "reward": 1.0,
+        "_ng_task_index": task,
+        "_ng_rollout_index": rollout,
+        "agent_ref": {"name": "agent"},
+        **fields,
+    }
+
+
+# Values whose text orjson writes otherwise than it read them, and values it reads in one way only.
+ODD_VALUES: list[tuple[str, bytes]] = [
+    ("a float written long", b"0.10000000000000000555"),
+    ("an exponent", b"1E-7"),
+    ("negative zero", b"-0.0"),
+    ("an int beyond 64 bits, read as a float", b"18446744073709551616"),
+    ("the largest uint64", b"18446744073709551615"),
+    ("escaped unicode", b'"caf\\u00e9 \\ud83d\\ude00"'),
+    ("a string with a newline", b'"two\\nlines"'),
+    ("a field named twice (the last wins)", b'1, "odd": 2'),
+    ("nested", b'{"a": [1, {"b": null}], "c": true}'),
+]
+
+
+def write_rows(path: Path, rows: list[bytes]) -> Path:
+    path.write_bytes(b"".join(row + b"\n" for row in rows))
+    return path
+
+
+def odd_row(task: int, value: bytes) -> bytes:
+    return orjson.dumps(result_row(task, 0))[:-1] + b', "odd": ' + value + b"}"
+
+
+@pytest.mark.parametrize("name,value", ODD_VALUES, ids=[name for name, _ in ODD_VALUES])
+def test_a_file_read_by_the_process_gives_the_in_process_rows_stripped(tmp_path: Path, name: str, value: bytes) -> None:
+    path = write_rows(tmp_path / "out.jsonl", [orjson.dumps(result_row(0, 0)), odd_row(1, value)])
+    expected = [strip_for_aggregation(row) for row in rows_of_file(path, **IN_PROCESS)]
+    got = list(rows_of_file(path, **CHILD))
+    assert got == expected
+    assert [list(row) for row in got] == [list(row) for row in expected]  # the fields' order too
+    assert orjson.dumps(got) == orjson.dumps(expected)  # -0.0 and the floats' bits
+
+
+BAD_LINES: list[tuple[str, bytes, str]] = [
+    ("malformed JSON", b'{"_ng_task_index": 3,', r"out.jsonl:3: malformed JSON"),
+    ("not an object", b"[1, 2]", r"out.jsonl:3: .*object"),
+    ("a blank line", b"", r"out.jsonl:3: blank line"),
+]
+
+
+@pytest.mark.parametrize("name,line,message", BAD_LINES, ids=[name for name, _, _ in BAD_LINES])
+def test_a_bad_line_stops_the_process_with_the_in_process_message(
+    tmp_path: Path, name: str, line: bytes, message: str
+) -> None:
+    rows = [orjson.dumps(result_row(task, 0)) for task in range(2)] + [line, orjson.dumps(result_row(9, 0))]
+    path = write_rows(tmp_path / "out.jsonl", rows)
+    with pytest.raises(ReverifyError) as in_process:
+        list(rows_of_file(path, **IN_PROCESS))
+    assert in_process.match(message)
+    with pytest.raises(ReverifyError) as from_child:
+        list(rows_of_file(path, **CHILD))
+    assert str(from_child.value) == str(in_process.value)
+
+
+def shards_of(tmp_path: Path) -> list[Path]:
+    # Spacing orjson would not write, in the first shard: the merged file keeps it.
+    first = [orjson.dumps(result_row(task, 0)).replace(b'"reward"', b' "reward"') for task in (4, 0, 2)]
+    second = [orjson.dumps(result_row(task, 1, reward=0.5)) for task in (1, 0, 3)]
+    return [write_rows(tmp_path / "a.jsonl", first), write_rows(tmp_path / "b.jsonl", second)]
+
+
+@pytest.mark.parametrize("merge", [True, False])
+def test_shards_read_by_the_process_give_the_in_process_rows_and_merged_file(tmp_path: Path, merge: bool) -> None:
+    shards = shards_of(tmp_path)
+    index = index_shards(shards)
+    expected = [strip_for_aggregation(row) for row in iter_rows(index, shards)]
+    if merge:
+        for _ in merged_rows(index, shards, tmp_path / "expected.jsonl"):
+            pass
+    merged = tmp_path / "merged.jsonl" if merge else None
+    said: list[bool] = []
+    got = list(rows_of_shards(index, shards, merged, lambda: said.append(merged is None or merged.exists()), **CHILD))
+    assert got == expected
+    if merge:
+        assert said == [True]  # once, with the file in place
+        assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "expected.jsonl").read_bytes()
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        ["a.jsonl", "b.jsonl", *(["expected.jsonl", "merged.jsonl"] if merge else [])]
+    )
+
+
+def test_a_reader_that_stops_short_leaves_no_merged_file_and_no_process(tmp_path: Path) -> None:
+    shards = shards_of(tmp_path)
+    said: list[str] = []
+    rows = rows_of_shards(
+        index_shards(shards), shards, tmp_path / "merged.jsonl", lambda: said.append("merged"), **CHILD
+    )
+    with closing(rows):
+        next(rows)
+    assert said == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl"]
+    found = subprocess.run(["pgrep", "-f", aggregation_rows.child.__name__], capture_output=True, text=True)
+    assert found.stdout == ""
+
+
+def test_a_shard_changed_after_it_was_indexed_names_the_line(tmp_path: Path) -> None:
+    shards = shards_of(tmp_path)
+    index = index_shards(shards)
+    lines = shards[1].read_bytes().splitlines(keepends=True)
+    shards[1].write_bytes(lines[1] + lines[0] + lines[2])  # same length, rows swapped
+    with pytest.raises(ReverifyError, match=r"b.jsonl:2: the row's key is .* where the index gave"):
+        list(rows_of_shards(index, shards, tmp_path / "merged.jsonl", **CHILD))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl"]
+
+
+def test_a_process_that_fails_otherwise_says_how(tmp_path: Path) -> None:
+    shards = shards_of(tmp_path)
+    index = index_shards(shards)
+    shards[1].unlink()
+    shards[1].mkdir()  # its size can be read, not its rows
+    with pytest.raises(
+        ReverifyError,
+        match=r"the process reading the rows of 2 shard\(s\) .* exited with 1: IsADirectoryError: .*b.jsonl",
+    ):
+        list(rows_of_shards(index, shards, **CHILD))
+
+
+def test_a_process_that_cannot_start_leaves_the_reading_to_this_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(aggregation_rows.subprocess, "Popen", no_process)
+    path = write_rows(tmp_path / "out.jsonl", [orjson.dumps(result_row(task, 0)) for task in range(3)])
+    assert [row["_ng_task_index"] for row in rows_of_file(path, **CHILD)] == [0, 1, 2]
+    shards = shards_of(tmp_path)
+    said: list[str] = []
+    rows = list(
+        rows_of_shards(index_shards(shards), shards, tmp_path / "m.jsonl", lambda: said.append("once"), **CHILD)
+    )
+    assert len(rows) == 6
+    assert said == ["once"]
