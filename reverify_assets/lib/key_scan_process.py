@@ -21,6 +21,7 @@ from pathlib import Path
 
 import orjson
 
+from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.lib.key_columns import ExactScanNeeded, KeyColumns, key_column_blocks
 from reverify_assets.lib.route_fields import RouteTable
 
@@ -41,7 +42,7 @@ class ScanProcess:
     def __init__(self, kind: str, path: Path, limit: int | None, output: Path) -> None:
         self.output = output
         self.stopped = False
-        command = [sys.executable, "-m", __name__, kind, str(path), "-" if limit is None else str(limit), str(output)]
+        command = module_command(__name__, kind, str(path), "-" if limit is None else str(limit), str(output))
         self._process: subprocess.Popen[bytes] | None = None
         self._start_error = ""
         try:
@@ -53,6 +54,7 @@ class ScanProcess:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
+                env=child_environment(),
             )
         except OSError as exc:
             self._start_error = str(exc)

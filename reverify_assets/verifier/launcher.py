@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import selectors
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -26,6 +25,7 @@ import orjson
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.servers.child_process import READY_PREFIX
 
 
@@ -92,10 +92,11 @@ class ServerFleet:
 def _spawn(block: ServerBlock) -> _Child:
     stderr = tempfile.TemporaryFile()
     process = subprocess.Popen(
-        [sys.executable, "-m", "reverify_assets.servers.child_process"],
+        module_command("reverify_assets.servers.child_process"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,
+        env=child_environment(),
     )
     assert process.stdin is not None
     process.stdin.write(_spec(block) + b"\n")
