@@ -13,8 +13,9 @@ For each size it
    pipeline's efficiency = pipeline rows/s ÷ raw capacity;
 4. times `reverify aggregate` over the run's output (and checks it computes the run's metrics);
 5. runs Dagster alone (`dagster_floor.py`: four empty assets shaped like the run's, in fresh interpreters) and
-   prints, beside the efficiency target, the best efficiency any step-driven run could reach at each size:
-   start-up at that floor, the verify phase at raw capacity, aggregation free;
+   prints, beside the efficiency target, what a run driven from a Dagster step would reach at each size if its
+   start-up took that floor and its aggregation nothing (the verify phase at raw capacity, and as fast as this
+   run's);
 6. prints a table: rows, wall time, rows/s, peak memory (CLI, servers, total), raw capacity, efficiency,
    aggregate time;
 7. with `--py-spy DIR`, profiles one more `reverify run` and `reverify aggregate` (never a measured one)
@@ -285,11 +286,14 @@ def print_targets(result: Result, floor_s: float) -> None:
     for name, measured, ok in checks:
         verdict = f"not judged at {run.rows:,} rows" if ok is None else ("met" if ok else "MISSED")
         print(f"  {name}: {measured} — {verdict}")
+    # A run driven from a Dagster step can do no better than start at Dagster's floor and aggregate for free.
     at_capacity_s = run.rows / result.raw.rows_per_s
+    bounds = [f"{at_capacity_s / (floor_s + at_capacity_s):.0%} with the verify phase at raw capacity"]
+    if run.verify_s:
+        bounds.append(f"{at_capacity_s / (floor_s + run.verify_s):.0%} with this run's ({run.verify_s:.2f} s)")
     print(
-        f"  the most any run driven from a Dagster step could reach at {run.rows:,} rows: "
-        f"{at_capacity_s / (floor_s + at_capacity_s):.0%} efficiency, first request at {floor_s:.2f} s "
-        f"(Dagster's floor; the verify phase at raw capacity, {at_capacity_s:.2f} s; aggregation free)"
+        f"  efficiency at {run.rows:,} rows with the first request at Dagster's floor ({floor_s:.2f} s) and a free "
+        f"aggregation: {'; '.join(bounds)}"
     )
 
 

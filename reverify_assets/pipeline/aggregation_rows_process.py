@@ -11,6 +11,7 @@ copy removed either way. A file source loads no polars.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Generator, Iterator
@@ -61,15 +62,27 @@ def _source_rows(arguments: list[str]) -> Rows:
     raise SystemExit(f"the source must be 'file' or 'shards', not {kind!r}")
 
 
+def compact_line(row: dict[str, Any]) -> bytes:
+    """``row`` as one line of JSON that ``orjson.loads`` reads back as ``row``."""
+    try:
+        return orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        # orjson reads 1,024 levels of nesting but writes 254: the standard library writes the rest, as exactly
+        # (a float's repr reads back as the same float).
+        return json.dumps(row, separators=(",", ":")).encode() + b"\n"
+
+
 def main(arguments: list[str]) -> int:
+    # orjson reads what json would need deeper recursion than Python's default 1,000 frames to write.
+    sys.setrecursionlimit(10_000)
     rows = _source_rows(arguments)
     try:
         with closing(rows), os.fdopen(sys.stdout.fileno(), "wb", buffering=WRITE_BYTES, closefd=False) as out:
-            dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
             for row in rows:
-                out.write(dumps(strip_for_aggregation(row), option=option))
+                out.write(compact_line(strip_for_aggregation(row)))
     except ReverifyError as exc:
-        sys.stderr.write(f"{exc}\n")
+        # Bytes as they were: a file name that is not UTF-8 reads, in the parent, as the in-process reader says it.
+        sys.stderr.buffer.write(f"{exc}\n".encode(errors="surrogateescape"))
         return BAD_ROW_EXIT
     except BrokenPipeError:
         return 1  # the reader stopped: nobody wants the rest

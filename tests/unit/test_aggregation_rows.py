@@ -3,8 +3,13 @@ fields; a bad row stops them with the same message; a reader that stops short le
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
-from contextlib import closing
+import sys
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,8 @@ ODD_VALUES: list[tuple[str, bytes]] = [
     ("a string with a newline", b'"two\\nlines"'),
     ("a field named twice (the last wins)", b'1, "odd": 2'),
     ("nested", b'{"a": [1, {"b": null}], "c": true}'),
+    ("nested deeper than orjson writes", b"[" * 300 + b"0.1" + b"]" * 300),
+    ("nested as deep as orjson reads", b"[" * 1000 + b"]" * 1000),
 ]
 
 
@@ -61,9 +68,29 @@ def test_a_file_read_by_the_process_gives_the_in_process_rows_stripped(tmp_path:
     path = write_rows(tmp_path / "out.jsonl", [orjson.dumps(result_row(0, 0)), odd_row(1, value)])
     expected = [strip_for_aggregation(row) for row in rows_of_file(path, **IN_PROCESS)]
     got = list(rows_of_file(path, **CHILD))
-    assert got == expected
-    assert [list(row) for row in got] == [list(row) for row in expected]  # the fields' order too
-    assert orjson.dumps(got) == orjson.dumps(expected)  # -0.0 and the floats' bits
+    with deep_recursion():  # comparing and writing 1,000 levels of nesting
+        assert got == expected
+        assert json.dumps(got) == json.dumps(expected)  # the fields' order, -0.0 and the floats' bits too
+
+
+@contextmanager
+def deep_recursion() -> Iterator[None]:
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_a_bad_row_in_a_file_whose_name_is_not_utf8_is_named_as_in_process(tmp_path: Path) -> None:
+    path = tmp_path / os.fsdecode(b"out\xff.jsonl")
+    write_rows(path, [orjson.dumps(result_row(0, 0)), b"{"])
+    with pytest.raises(ReverifyError) as in_process:
+        list(rows_of_file(path, **IN_PROCESS))
+    with pytest.raises(ReverifyError) as from_child:
+        list(rows_of_file(path, **CHILD))
+    assert str(from_child.value) == str(in_process.value)
 
 
 BAD_LINES: list[tuple[str, bytes, str]] = [
@@ -106,8 +133,8 @@ def test_shards_read_by_the_process_give_the_in_process_rows_and_merged_file(tmp
     said: list[bool] = []
     got = list(rows_of_shards(index, shards, merged, lambda: said.append(merged is None or merged.exists()), **CHILD))
     assert got == expected
+    assert said == ([True] if merge else [])  # once, with the file in place; never when nothing is merged
     if merge:
-        assert said == [True]  # once, with the file in place
         assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "expected.jsonl").read_bytes()
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
         ["a.jsonl", "b.jsonl", *(["expected.jsonl", "merged.jsonl"] if merge else [])]
@@ -124,8 +151,31 @@ def test_a_reader_that_stops_short_leaves_no_merged_file_and_no_process(tmp_path
         next(rows)
     assert said == []
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl"]
-    found = subprocess.run(["pgrep", "-f", aggregation_rows.child.__name__], capture_output=True, text=True)
-    assert found.stdout == ""
+    assert children() == []
+
+
+def children() -> list[int]:
+    """This process's children running the reader."""
+    found = subprocess.run(
+        ["pgrep", "-P", str(os.getpid()), "-f", aggregation_rows.child.__name__], capture_output=True, text=True
+    )
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def test_a_child_that_does_not_stop_is_killed_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # More rows than the pipe holds: the child is still writing when the reader stops.
+    big = [orjson.dumps(result_row(task, 0)) for task in range(3_000)]
+    shards = [write_rows(tmp_path / "a.jsonl", big)]
+    monkeypatch.setattr(aggregation_rows, "STOP_WAIT_S", 0.2)
+    rows = rows_of_shards(index_shards(shards), shards, tmp_path / "merged.jsonl", **CHILD)
+    next(rows)
+    (pid,) = children()
+    os.kill(pid, signal.SIGSTOP)  # as a child stuck on a slow disk would be
+    rows.close()
+    assert children() == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.jsonl"]
 
 
 def test_a_shard_changed_after_it_was_indexed_names_the_line(tmp_path: Path) -> None:
@@ -166,3 +216,14 @@ def test_a_process_that_cannot_start_leaves_the_reading_to_this_one(
     )
     assert len(rows) == 6
     assert said == ["once"]
+
+
+def test_the_process_runs_this_package_even_from_a_folder_holding_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    impostor = tmp_path / "elsewhere" / "reverify_assets"
+    impostor.mkdir(parents=True)
+    (impostor / "__init__.py").write_text("raise SystemExit('the copy in the current folder was imported')\n")
+    monkeypatch.chdir(impostor.parent)
+    path = write_rows(tmp_path / "out.jsonl", [orjson.dumps(result_row(task, 0)) for task in range(3)])
+    assert [row["_ng_task_index"] for row in rows_of_file(path, **CHILD)] == [0, 1, 2]
