@@ -1,4 +1,4 @@
-"""Whether NeMo Gym can be run on this machine for a side-by-side comparison, and why not."""
+"""Whether NeMo Gym is installed on this machine for `run_benchmark.py --vs-nemo-gym`, and if not, why."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ __all__ = ["nemo_gym_status"]
 
 
 def nemo_gym_status() -> str:
-    """Why the NeMo Gym comparison cannot run here. There is no `--vs-nemo-gym` mode: `gym eval reverify`
-    first shipped after NeMo Gym 0.4.0, the newest release on PyPI (seen 2026-11-30; 0.4.0 has no
-    rollout_reverification module), so no mode could be written against the real command and tried."""
+    """Where NeMo Gym was found, or why the comparison was not run. PyPI's nemo-gym 0.5.0-0.7.0 have
+    `gym eval reverify` and require Python >= 3.13.14 (seen 2026-11-30); benchmarks/README.md says how 0.7.0
+    was installed on this machine's Python 3.13.0."""
     here = ".".join(map(str, sys.version_info[:3]))
     gym = shutil.which("gym")
     candidates = {shutil.which(f"python3.{minor}") for minor in range(13, 20)}
@@ -31,10 +31,10 @@ def nemo_gym_status() -> str:
             with_gym.append(python)
     if with_gym or gym:
         found = ", ".join(filter(None, [gym and f"`gym` at {gym}", *with_gym]))
-        return f"NeMo Gym comparison skipped: NeMo Gym found ({found}), but this harness has no comparison mode yet"
+        return f"NeMo Gym comparison not asked for: NeMo Gym found ({found}); compare with --vs-nemo-gym GYM"
     pythons = ", ".join(interpreters) if interpreters else "none"
     return (
         f"NeMo Gym comparison skipped: NeMo Gym is not installed (it needs Python >= 3.13; this venv runs {here}; "
         f"no `gym` command on PATH; `import nemo_gym` fails in every Python >= 3.13 found: {pythons}). "
-        "PyPI's newest nemo-gym, 0.4.0, has no `gym eval reverify` to compare with."
+        "benchmarks/README.md says how to install it, then give its `gym` to --vs-nemo-gym."
     )

@@ -18,17 +18,21 @@ For each size it
    run's);
 6. prints a table: rows, wall time, rows/s, peak memory (CLI, servers, total), raw capacity, efficiency,
    aggregate time;
-7. with `--py-spy DIR`, profiles one more `reverify run` and `reverify aggregate` (never a measured one)
+7. with `--vs-nemo-gym GYM`, runs NeMo Gym's `gym eval reverify` on the same files (same config, grading
+   mode and concurrency; `nemo_gym_run.py`), checks that both give the same mean reward over the same rows,
+   and prints both runs and the ratio of their wall times;
+8. with `--py-spy DIR`, profiles one more `reverify run` and `reverify aggregate` (never a measured one)
    and prints the hot spots of every process (profile_hotspots.py).
 
 A benchmark, not a test: it prints figures and asserts nothing about time; it fails (exit 1) only when a
-command fails. Every heavy phase holds an exclusive lock on /tmp/reverify-bench.lock (see bench_lock.py),
-as other benchmarks may run on the same 2-core machine. The NeMo Gym comparison (`gym eval reverify` on the
-same files) needs NeMo Gym, which needs Python >= 3.13: the harness looks for it and says why it was skipped.
+command fails or the two mean rewards differ. Every heavy phase holds an exclusive lock on
+/tmp/reverify-bench.lock (see bench_lock.py), as other benchmarks may run on the same 2-core machine. The NeMo
+Gym comparison needs NeMo Gym and Python >= 3.13: without `--vs-nemo-gym` the harness says whether it found one
+(benchmarks/README.md says how it was installed here).
 
     .venv/bin/python benchmarks/run_benchmark.py [--rows 10000 [100000 ...]] [--concurrency 64] [--seed 0]
         [--tasks T --rollouts-per-task K] [--data DIR] [--raw-rows 20000] [--raw-repeats 3]
-        [--work DIR] [--py-spy DIR]
+        [--work DIR] [--vs-nemo-gym GYM] [--py-spy DIR]
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from bench_data import Dataset, prepare_data, read_through
 from bench_lock import exclusive
 from dagster_floor import measure_floor, median_floor, print_floor
 from nemo_gym_probe import nemo_gym_status
+from nemo_gym_run import NemoGymRun, mean_reward, run_nemo_gym
 from pipeline_run import (
     GRADING_MODE_KEY,
     MCQA_CONFIG,
@@ -228,6 +233,49 @@ class Result:
     raw: RawCapacity
     aggregate: AggregateRun
     raw_per_row: RawCapacity | None = None  # one /verify per row, when the pipeline batches
+    nemo_gym: NemoGymRun | None = None
+    mean_reward: float | None = None  # of the run's output, summed as NeMo Gym's is (``mean_reward``)
+
+    @property
+    def same_mean_reward(self) -> bool:
+        return self.nemo_gym is not None and (self.nemo_gym.rows, self.nemo_gym.mean_reward) == (
+            self.run.rows,
+            self.mean_reward,
+        )
+
+
+def compare_with_nemo_gym(gym: Path, result: Result, data: Dataset, work: Path, args: argparse.Namespace) -> None:
+    with measuring("gym eval reverify"):
+        theirs = run_nemo_gym(gym, data, work, args.concurrency, args.grading_mode)
+    result.nemo_gym = theirs
+    result.mean_reward = mean_reward(result.run.output)[1]
+    run = result.run
+    print(
+        f"\nNeMo Gym: {theirs.rows:,} rows in {theirs.wall_s:.2f} s = {theirs.rows_per_s:,.0f} rows/s, peak memory "
+        f"of its whole tree {format_mb(theirs.memory.peak_total_kb)}; mean reward {theirs.mean_reward!r}, ours "
+        f"{result.mean_reward!r} over {run.rows:,} rows"
+    )
+    if result.same_mean_reward:
+        print(f"same mean reward: `reverify run` took {theirs.wall_s / run.wall_s:.1f}x less time")
+    else:
+        print("MEAN REWARDS DIFFER: the two runs did not compute the same thing, so their times are not compared")
+
+
+def print_comparison(results: Sequence[Result]) -> None:
+    print(
+        "\n| rows | `reverify run` | `gym eval reverify` | speed-up | peak memory (ours / NeMo Gym's) | mean reward |"
+    )
+    print("|---:|---:|---:|---:|---|---|")
+    for result in results:
+        run, theirs = result.run, result.nemo_gym
+        if theirs is None:
+            continue
+        same = "the same" if result.same_mean_reward else f"DIFFER: {result.mean_reward!r} / {theirs.mean_reward!r}"
+        speedup = f"{theirs.wall_s / run.wall_s:.1f}x" if result.same_mean_reward else "n/a"
+        print(
+            f"| {run.rows:,} | {run.wall_s:.1f} s | {theirs.wall_s:.1f} s | {speedup} | "
+            f"{format_mb(run.memory.peak_total_kb)} / {format_mb(theirs.memory.peak_total_kb)} | {same} |"
+        )
 
 
 def print_table(results: Sequence[Result]) -> None:
@@ -321,6 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--py-spy", type=Path, metavar="DIR", help="then profile one more run with py-spy; raw stacks kept in DIR"
     )
+    parser.add_argument(
+        "--vs-nemo-gym",
+        type=Path,
+        metavar="GYM",
+        help="then run NeMo Gym's `gym eval reverify` (the `gym` executable GYM) on the same files and compare",
+    )
     parser.add_argument("--work", type=Path, metavar="DIR", help="work in DIR (new or empty) and keep every file")
     return parser
 
@@ -381,19 +435,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = Result(run, best(passes), aggregate, best(per_row_passes) if per_row_passes else None)
             results.append(result)
             print_targets(result, median_floor(floor_runs))
+            if args.vs_nemo_gym is not None:
+                compare_with_nemo_gym(args.vs_nemo_gym, result, data, size_dir, args)
             if args.py_spy is not None:
                 profile(reverify, data, args.py_spy / f"rows-{data.rows}", args.concurrency, args.grading_mode)
     except RuntimeError as exc:
         print(f"error: {exc}\nfiles kept in {work}", file=sys.stderr)
         return 1
 
-    print(f"\n{nemo_gym_status()}")
+    if args.vs_nemo_gym is None:
+        print(f"\n{nemo_gym_status()}")
     print_table(results)
+    if args.vs_nemo_gym is not None:
+        print_comparison(results)
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f"\nfiles kept in {work}")
-    return 0
+    return 1 if any(result.nemo_gym is not None and not result.same_mean_reward for result in results) else 0
 
 
 if __name__ == "__main__":
