@@ -35,6 +35,10 @@ class NemoGymRun:
     def rows_per_s(self) -> float:
         return self.rows / self.wall_s
 
+    @property
+    def metrics(self) -> Path:
+        return self.output.with_name(f"{self.output.stem}_aggregate_metrics.json")
+
 
 def nemo_gym_root(gym: Path) -> Path:
     """The folder holding NeMo Gym's `resources_servers/`, as the Python beside `gym` imports it."""
@@ -91,3 +95,15 @@ def mean_reward(path: Path) -> tuple[int, float | None]:
             reward = orjson.loads(line).get("reward")
             rewards.append(float(reward) if isinstance(reward, int | float) else 0.0)
     return len(rewards), (math.fsum(rewards) / len(rewards) if rewards else None)
+
+
+def metrics_sections_compared(ours: Path, theirs: Path) -> dict[str, bool]:
+    """Each section of NeMo Gym's aggregate metrics file, per agent entry: whether ours holds the same values
+    (ours has coverage and provenance blocks besides)."""
+    mine = {entry["agent_ref"]["name"]: entry for entry in orjson.loads(ours.read_bytes())}
+    compared: dict[str, bool] = {}
+    for entry in orjson.loads(theirs.read_bytes()):
+        name = entry["agent_ref"]["name"]
+        for section, value in entry.items():
+            compared[f"{name}: {section}"] = name in mine and mine[name].get(section) == value
+    return compared

@@ -20,12 +20,13 @@ For each size it
    aggregate time;
 7. with `--vs-nemo-gym GYM`, runs NeMo Gym's `gym eval reverify` on the same files (same config, grading
    mode and concurrency; `nemo_gym_run.py`), checks that both give the same mean reward over the same rows,
-   and prints both runs and the ratio of their wall times;
+   and prints both runs, the ratio of their wall times and which sections of NeMo Gym's aggregate metrics
+   ours has the same;
 8. with `--py-spy DIR`, profiles one more `reverify run` and `reverify aggregate` (never a measured one)
    and prints the hot spots of every process (profile_hotspots.py).
 
 A benchmark, not a test: it prints figures and asserts nothing about time; it fails (exit 1) only when a
-command fails or the two mean rewards differ. Every heavy phase holds an exclusive lock on
+command fails or NeMo Gym's results differ. Every heavy phase holds an exclusive lock on
 /tmp/reverify-bench.lock (see bench_lock.py), as other benchmarks may run on the same 2-core machine. The NeMo
 Gym comparison needs NeMo Gym and Python >= 3.13: without `--vs-nemo-gym` the harness says whether it found one
 (benchmarks/README.md says how it was installed here).
@@ -47,7 +48,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ from bench_data import Dataset, prepare_data, read_through
 from bench_lock import exclusive
 from dagster_floor import measure_floor, median_floor, print_floor
 from nemo_gym_probe import nemo_gym_status
-from nemo_gym_run import NemoGymRun, mean_reward, run_nemo_gym
+from nemo_gym_run import NemoGymRun, mean_reward, metrics_sections_compared, run_nemo_gym
 from pipeline_run import (
     GRADING_MODE_KEY,
     MCQA_CONFIG,
@@ -235,6 +236,7 @@ class Result:
     raw_per_row: RawCapacity | None = None  # one /verify per row, when the pipeline batches
     nemo_gym: NemoGymRun | None = None
     mean_reward: float | None = None  # of the run's output, summed as NeMo Gym's is (``mean_reward``)
+    nemo_gym_metrics_differ: list[str] = field(default_factory=list)  # sections of its metrics file
 
     @property
     def same_mean_reward(self) -> bool:
@@ -259,6 +261,12 @@ def compare_with_nemo_gym(gym: Path, result: Result, data: Dataset, work: Path, 
         print(f"same mean reward: `reverify run` took {theirs.wall_s / run.wall_s:.1f}x less time")
     else:
         print("MEAN REWARDS DIFFER: the two runs did not compute the same thing, so their times are not compared")
+    sections = metrics_sections_compared(run.metrics, theirs.metrics)
+    differ = result.nemo_gym_metrics_differ = [section for section, same in sections.items() if not same]
+    print(
+        f"aggregate metrics, NeMo Gym's sections and ours: {len(sections) - len(differ)} of {len(sections)} the same"
+        + (f"; DIFFERENT: {', '.join(differ)}" if differ else "")
+    )
 
 
 def print_comparison(results: Sequence[Result]) -> None:
@@ -452,7 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f"\nfiles kept in {work}")
-    return 1 if any(result.nemo_gym is not None and not result.same_mean_reward for result in results) else 0
+    differ = [r for r in results if r.nemo_gym is not None and (not r.same_mean_reward or r.nemo_gym_metrics_differ)]
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
