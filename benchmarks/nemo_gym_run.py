@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,12 +90,18 @@ def run_nemo_gym(gym: Path, data: Dataset, work: Path, concurrency: int, grading
 
 def mean_reward(path: Path) -> tuple[int, float | None]:
     """Rows and mean reward of an output file, summed exactly: the same whatever the rows' order."""
-    rewards = []
-    with path.open("rb") as fh:
-        for line in fh:
-            reward = orjson.loads(line).get("reward")
-            rewards.append(float(reward) if isinstance(reward, int | float) else 0.0)
-    return len(rewards), (math.fsum(rewards) / len(rewards) if rewards else None)
+    rows = 0
+
+    def rewards() -> Iterator[float]:
+        nonlocal rows
+        with path.open("rb") as fh:
+            for line in fh:
+                rows += 1
+                reward = orjson.loads(line).get("reward")
+                yield float(reward) if isinstance(reward, int | float) else 0.0
+
+    total = math.fsum(rewards())
+    return rows, (total / rows if rows else None)
 
 
 def metrics_sections_compared(ours: Path, theirs: Path) -> dict[str, bool]:

@@ -29,7 +29,7 @@ import polars as pl
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.pipeline import aggregation_rows_process as child
-from reverify_assets.pipeline.aggregation_rows_process import BAD_ROW_EXIT, NO_MERGED_FILE, Rows, as_generator
+from reverify_assets.pipeline.aggregation_rows_process import BAD_ROW_EXIT, NO_MERGED_FILE, Rows
 from reverify_assets.pipeline.shard_merge import iter_rows, merged_rows
 
 # About 13,000 mcqa rows: below it, parsing them in-process costs no more than starting the process (0.04 s
@@ -74,7 +74,7 @@ def _rows_of_shards_in_process(
     index: pl.DataFrame, shards: Sequence[Path], merged: Path | None, on_merged: Callable[[], None] | None
 ) -> Rows:
     if merged is None:
-        return as_generator(iter_rows(index, shards))
+        return iter_rows(index, shards)
     return merged_rows(index, shards, merged, on_merged)
 
 

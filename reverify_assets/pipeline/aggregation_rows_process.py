@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,6 @@ NO_MERGED_FILE = "-"
 # Written a piece at a time into a pipe that holds many (see ``aggregation_rows``): the reader starts on the
 # first rows while the next are being made.
 WRITE_BYTES = 1 << 16
-
-
-def as_generator(rows: Iterator[dict[str, Any]]) -> Rows:
-    """``rows`` as a generator, whose ``close`` the callers use."""
-    yield from rows
 
 
 def rows_of_file(path: Path) -> Rows:
@@ -57,7 +52,7 @@ def _source_rows(arguments: list[str]) -> Rows:
         index_file, merged, *shards = rest
         index, paths = pl.read_parquet(index_file), [Path(shard) for shard in shards]
         if merged == NO_MERGED_FILE:
-            return as_generator(iter_rows(index, paths))
+            return iter_rows(index, paths)
         return merged_rows(index, paths, Path(merged))
     raise SystemExit(f"the source must be 'file' or 'shards', not {kind!r}")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,7 @@ def _read_forward(index: pl.DataFrame) -> dict[int, bool]:
     return dict(forward.iter_rows())
 
 
-def iter_rows(index: pl.DataFrame, shards: Sequence[Path]) -> Iterator[dict[str, Any]]:
+def iter_rows(index: pl.DataFrame, shards: Sequence[Path]) -> Generator[dict[str, Any], None, None]:
     for raw, path, line, key in iter_raw_lines(index, shards):
         yield _parsed(raw, path, line, key)
 
