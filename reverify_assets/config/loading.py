@@ -1,4 +1,5 @@
-"""NeMo-Gym-shaped OmegaConf YAML: several files merged in order, then ``++key=value`` overrides."""
+"""NeMo-Gym-shaped OmegaConf YAML: several files merged in order, then ``++key=value`` overrides, each into a
+block the files declare (``override_paths``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from reverify_assets.config.override_paths import check_override_paths
 from reverify_assets.errors import ReverifyError, UsageError
 
 
@@ -18,7 +21,9 @@ def load_config(paths: Sequence[Path], overrides: Sequence[str] = ()) -> dict[st
     for path in paths:
         merged = OmegaConf.merge(merged, _load_file(path))  # type: ignore[assignment]
     if overrides:
-        merged = OmegaConf.merge(merged, parse_overrides(overrides))  # type: ignore[assignment]
+        parsed = parse_overrides(overrides)
+        check_override_paths(merged, overrides)
+        merged = OmegaConf.merge(merged, parsed)  # type: ignore[assignment]
     try:
         resolved = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as exc:
@@ -50,7 +55,7 @@ def parse_overrides(overrides: Sequence[str]) -> DictConfig:
         dotlist.append(body)
     try:
         return OmegaConf.from_dotlist(dotlist)
-    except OmegaConfBaseException as exc:
+    except (OmegaConfBaseException, yaml.YAMLError) as exc:  # values are YAML: `={question}` is a bad mapping
         raise UsageError(f"cannot apply overrides {list(overrides)}: {exc}") from exc
 
 

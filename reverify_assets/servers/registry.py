@@ -8,6 +8,7 @@ from importlib import import_module
 
 from pydantic import BaseModel, ValidationError
 
+from reverify_assets.config.known_fields import model_field_names, unknown_field_problems
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.servers.protocol import MetricsHooks, ResourcesServer
@@ -35,20 +36,31 @@ BUILTIN_SERVERS: Mapping[str, BuiltinServer] = {
 
 
 def validate_builtin_block(block: ServerBlock) -> BaseModel:
-    """The block's typed config; a block that is neither built in nor reachable by url is a config error."""
+    """The block's typed config; a block that is neither built in nor reachable by url is a config error, and so
+    is a field its server does not know (``known_fields``)."""
     builtin = BUILTIN_SERVERS.get(block.type)
     if builtin is None:
         raise ReverifyError(
             f"config: resources server {block.instance!r} has type {block.type!r}, which is not built in "
             f"(built in: {sorted(BUILTIN_SERVERS)}); give it a `url:` of a running NeMo-Gym-compatible server"
         )
+    model = builtin.config_model()
     try:
-        return builtin.config_model().model_validate(dict(block.fields))
+        config = model.model_validate(dict(block.fields))
     except ValidationError as exc:
         problems = "; ".join(
             f"{block.config_path}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
         )
         raise ReverifyError(f"config: {problems}") from exc
+    # After the model's own checks: a key pasted into the config gets the model's message, not a spelling hint.
+    check_known_fields(block)
+    return config
+
+
+def check_known_fields(block: ServerBlock) -> None:
+    """A field that the built-in server of the block's type does not know is a config error."""
+    if unknown := unknown_field_problems(block, model_field_names(BUILTIN_SERVERS[block.type].config_model())):
+        raise ReverifyError(f"config: {'; '.join(unknown)}")
 
 
 def builtin_metrics_hooks(block: ServerBlock) -> MetricsHooks | None:

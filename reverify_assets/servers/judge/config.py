@@ -3,8 +3,8 @@
 Field names follow NeMo Gym's ``equivalence_llm_judge`` where it has them (``judge_system_message``,
 ``judge_equal_label``, ``check_twice_swap``, the regex extractors, ...); the judge itself is reached
 directly over an OpenAI-compatible API (``judge_base_url``, ``judge_model``) instead of through a NeMo Gym
-model server. Other fields of a pasted NeMo Gym block (``judge_model_server``, ``domain``, ...) are
-accepted and ignored.
+model server. NeMo Gym's descriptive fields of a pasted block (``judge_model_server``, ``domain``, ...) are
+accepted and ignored; any other field is refused, with a spelling hint (``config.known_fields``).
 
 Timing: one judge call takes at most ``max_attempts * timeout_s`` plus the backoff waits; the defaults
 (3 x 30 s + at most 2 + 4 s) stay under the 120 s reverify allows one ``/verify`` call.

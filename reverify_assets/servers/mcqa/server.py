@@ -19,7 +19,8 @@ from reverify_assets.servers.protocol import BadVerifyRequest, MetricsHooks, Res
 
 class MCQAServerConfig(BaseModel):
     # NeMo Gym's own config block carries descriptive fields (entrypoint, domain, description, ...):
-    # they are accepted so that a pasted block works, and ignored.
+    # they are accepted so that a pasted block works, and ignored. Any other field is refused, with a
+    # spelling hint, by config.known_fields.
     model_config = ConfigDict(extra="allow")
 
     grading_mode: (
