@@ -90,7 +90,7 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     if options.judge_failed_only:
         log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
 
-    servers = prestarted_servers(list(setup.topology.servers.values()))
+    servers = prestarted_servers(list(setup.topology.servers.values()), setup.config)
     limit = rollouts_scan_limit(options.limit, options.judge_failed_only)
     join_with = None if options.judge_failed_only else setup
     # Next to the runs' work folders (DAGSTER_HOME/reverify_work), so that moving the inputs index written during

@@ -98,7 +98,7 @@ def _ask_remote(groups: list[RemoteGroup], setup: VerifierSetup) -> list[dict[st
     if not groups:
         return []
     blocks = [setup.topology.servers[name] for name in sorted({group.server for group in groups})]
-    with ServerFleet(blocks) as urls:
+    with ServerFleet(blocks, setup.config) as urls:
         return asyncio.run(_ask(groups, urls))
 
 

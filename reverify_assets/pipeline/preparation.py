@@ -17,6 +17,8 @@ from reverify_assets.config.fingerprint import verifier_config_hash
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.topology import Topology, read_topology
 from reverify_assets.errors import ReverifyError
+from reverify_assets.gym.installation import find_installation
+from reverify_assets.gym.launch import server_folder
 from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_columns import KeyColumns, scan_key_columns
 from reverify_assets.lib.key_index import (
@@ -28,7 +30,13 @@ from reverify_assets.lib.key_index import (
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
 from reverify_assets.lib.route_fields import RouteTable, route_fields
-from reverify_assets.servers.registry import validate_builtin_block
+from reverify_assets.servers.registry import (
+    BUILTIN_SERVERS,
+    check_implementation,
+    check_known_fields,
+    runs_builtin,
+    validate_builtin_block,
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +50,15 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
     config = load_config(config_paths, overrides)
     topology = read_topology(config)
     for block in topology.servers.values():
-        if not block.url:
+        if block.url:
+            continue
+        check_implementation(block)
+        if runs_builtin(block):
             validate_builtin_block(block)
+        else:
+            if block.type in BUILTIN_SERVERS:
+                check_known_fields(block)
+            server_folder(block, find_installation(config))
     return VerifierSetup(config, topology, verifier_config_hash(topology.servers.values()))
 
 

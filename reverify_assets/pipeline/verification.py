@@ -73,7 +73,7 @@ def run_verification(
     step: VerifyStep,
     on_progress: Callable[[VerifyStats], None] | None = None,
 ) -> VerificationResult:
-    with ServerFleet(routed_blocks(setup, plan)) as urls:
+    with ServerFleet(routed_blocks(setup, plan), setup.config) as urls:
         return asyncio.run(_interruptible(_verify(plan, setup, step, urls, on_progress)))
 
 

@@ -58,17 +58,46 @@ def validate_builtin_block(block: ServerBlock) -> BaseModel:
 
 
 def check_known_fields(block: ServerBlock) -> None:
-    """A field that the built-in server of the block's type does not know is a config error."""
+    """A field that the built-in server of the block's type does not know is a config error. It applies to NeMo
+    Gym's own server of that type too (``implementation: nemo_gym``), which has the same fields and ignores others."""
     if unknown := unknown_field_problems(block, model_field_names(BUILTIN_SERVERS[block.type].config_model())):
         raise ReverifyError(f"config: {'; '.join(unknown)}")
 
 
 def builtin_metrics_hooks(block: ServerBlock) -> MetricsHooks | None:
-    """The hooks of a built-in server the CLI would start itself; None for a server reached by ``url``."""
-    builtin = BUILTIN_SERVERS.get(block.type)
-    return None if block.url or builtin is None else builtin.server_type().metrics_hooks
+    """The hooks of a built-in server the CLI would start itself; None for a server reached by ``url`` and for
+    NeMo Gym's own servers, whose ``/aggregate_metrics`` is asked."""
+    if block.url or not runs_builtin(block):
+        return None
+    return BUILTIN_SERVERS[block.type].server_type().metrics_hooks
 
 
 def build_server(block: ServerBlock) -> ResourcesServer:
     config = validate_builtin_block(block)
     return BUILTIN_SERVERS[block.type].server_type()(config)
+
+
+IMPLEMENTATION_FIELD = "implementation"
+IMPLEMENTATIONS = ("builtin", "nemo_gym")
+
+
+def runs_builtin(block: ServerBlock) -> bool:
+    """Served by this package: a built-in type, unless the block asks for NeMo Gym's own server instead
+    (``implementation: nemo_gym``)."""
+    return block.type in BUILTIN_SERVERS and block.fields.get(IMPLEMENTATION_FIELD) != "nemo_gym"
+
+
+def check_implementation(block: ServerBlock) -> None:
+    implementation = block.fields.get(IMPLEMENTATION_FIELD)
+    if implementation is None:
+        return
+    if implementation not in IMPLEMENTATIONS:
+        raise ReverifyError(
+            f"config: {block.config_path}.{IMPLEMENTATION_FIELD} is {implementation!r}; "
+            f"it is one of {list(IMPLEMENTATIONS)}"
+        )
+    if implementation == "builtin" and block.type not in BUILTIN_SERVERS:
+        raise ReverifyError(
+            f"config: {block.config_path}.{IMPLEMENTATION_FIELD} is 'builtin', but {block.type!r} is not built in "
+            f"(built in: {sorted(BUILTIN_SERVERS)})"
+        )

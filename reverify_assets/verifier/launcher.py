@@ -1,47 +1,75 @@
-"""Starting built-in resources servers as child processes, and always stopping them.
+"""Starting resources servers as child processes, and always stopping them.
 
-Each child binds a free loopback port itself and announces it, so there is no port race; it
-lives only as long as our stdin pipe to it, so even a SIGKILLed parent leaves no server behind.
+A built-in server binds a free loopback port itself and announces it, so there is no port race; it lives only
+as long as our stdin pipe to it, so even a SIGKILLed parent leaves no server behind. One of NeMo Gym's own
+servers (see ``gym.launch``) is given a free port in its config and runs under ``process_guard``, which holds the
+same pipe; it is ready when its ``/reverify_mode`` answers, and its output goes to a log file whose last lines
+are shown if it fails to start.
 
 A caller that knows its servers early (``reverify run``, right after reading its config) starts them
-with ``prestarted_servers``; a ``ServerFleet`` in the same process then takes those children instead of
-starting its own, so their start-up overlaps the caller's.
+with ``prestarted_servers``; a ``ServerFleet`` in the same process then borrows those children instead of
+starting its own, so their start-up overlaps the caller's, and gives them back when it stops: the verify step
+and the aggregation share one NeMo Gym server, whose start costs seconds.
 """
 
 from __future__ import annotations
 
+import logging
 import selectors
+import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
+from reverify_assets.gym.installation import find_installation
+from reverify_assets.gym.launch import gym_server_command
+from reverify_assets.gym.server_python import default_cache
 from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.servers.child_process import READY_PREFIX
+from reverify_assets.servers.registry import runs_builtin
+
+log = logging.getLogger("reverify")
+BUILTIN_STARTUP_S = 30.0
+# NeMo Gym's servers import nemo_gym (seconds) and their own libraries; NeMo Gym itself waits up to 600 s.
+GYM_STARTUP_S = 300.0
+STARTUP_TIMEOUT_FIELD = "startup_timeout_s"
+KEPT_LOGS = 50
 
 
 @dataclass(eq=False)  # a child is itself, not its fields: `in` and `remove` look for this very one
 class _Child:
     block: ServerBlock
+    identity: bytes  # what it was started for: a fleet takes a prestarted child only for the very same
     process: subprocess.Popen[bytes]
-    stderr: IO[bytes]
+    output: IO[bytes]  # what it printed besides its ready line: the server's stderr, or its log
+    url: str | None = None  # known before it starts for NeMo Gym's servers; built-in ones announce theirs
+    log_path: Path | None = None
+    ready: bool = False
+    borrowed: bool = False  # from prestarted_servers, which stops it
 
 
 class ServerFleet:
-    """``with ServerFleet(blocks) as urls:`` maps every block's instance to a URL that answers."""
+    """``with ServerFleet(blocks, config) as urls:`` maps every block's instance to a URL that answers.
 
-    def __init__(self, blocks: Sequence[ServerBlock], *, startup_timeout: float = 30.0) -> None:
+    ``config`` is the merged config the blocks come from: NeMo Gym's servers are given all of it, as NeMo Gym does.
+    """
+
+    def __init__(self, blocks: Sequence[ServerBlock], config: Mapping[str, Any] | None = None) -> None:
         self.blocks = list(blocks)
-        self.startup_timeout = startup_timeout
+        self.config: Mapping[str, Any] = config or {}
         self._children: list[_Child] = []
 
     def __enter__(self) -> dict[str, str]:
@@ -60,36 +88,32 @@ class ServerFleet:
         urls = {block.instance: block.url for block in self.blocks if block.url}
         for block in self.blocks:
             if not block.url:
-                self._children.append(_take_prestarted(block) or _spawn(block))
-        deadline = time.monotonic() + self.startup_timeout
-        for child in self._children:
-            url = self._await_listening(child, deadline)
-            _check_health(url, child.block)
-            urls[child.block.instance] = url
+                self._children.append(_borrow_prestarted(block, self.config) or _spawn(block, self.config))
+        for position, child in enumerate(self._children):
+            child = self._children[position] = _await_ready(child, self.config)
+            urls[child.block.instance] = child.url  # type: ignore[assignment]
         return urls  # type: ignore[return-value]
 
-    def _await_listening(self, child: _Child, deadline: float) -> str:
-        assert child.process.stdout is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(child.process.stdout, selectors.EVENT_READ)
-            while (remaining := deadline - time.monotonic()) > 0:
-                if selector.select(timeout=min(remaining, 0.2)):
-                    line = child.process.stdout.readline().decode(errors="replace").strip()
-                    if line.startswith(READY_PREFIX):
-                        return line.removeprefix(READY_PREFIX)
-                    if not line and child.process.poll() is not None:
-                        break
-        raise ReverifyError(
-            f"resources server {child.block.instance!r} ({child.block.type}) did not start: "
-            f"{_tail(child.stderr) or 'no output'}"
-        )
-
     def stop(self) -> None:
-        _stop(self._children)
+        _stop([child for child in self._children if not child.borrowed])
+        _prestarted.extend(child for child in self._children if child.borrowed)
         self._children.clear()
 
 
-def _spawn(block: ServerBlock) -> _Child:
+def _spawn(block: ServerBlock, config: Mapping[str, Any]) -> _Child:
+    if runs_builtin(block):
+        return _spawn_builtin(block)
+    return _spawn_gym(block, config)
+
+
+def _identity(block: ServerBlock, config: Mapping[str, Any]) -> bytes:
+    spec: dict[str, Any] = {"instance": block.instance, "type": block.type, "fields": dict(block.fields)}
+    if not runs_builtin(block):
+        spec["config"] = config
+    return orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
+
+
+def _spawn_builtin(block: ServerBlock) -> _Child:
     stderr = tempfile.TemporaryFile()
     process = subprocess.Popen(
         module_command("reverify_assets.servers.child_process"),
@@ -99,14 +123,147 @@ def _spawn(block: ServerBlock) -> _Child:
         env=child_environment(),
     )
     assert process.stdin is not None
-    process.stdin.write(_spec(block) + b"\n")
-    process.stdin.flush()
-    return _Child(block, process, stderr)
-
-
-def _spec(block: ServerBlock) -> bytes:
     spec = {"instance": block.instance, "type": block.type, "fields": dict(block.fields)}
-    return orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
+    process.stdin.write(orjson.dumps(spec) + b"\n")
+    process.stdin.flush()
+    return _Child(block, _identity(block, {}), process, stderr)
+
+
+def _spawn_gym(block: ServerBlock, config: Mapping[str, Any]) -> _Child:
+    installation = find_installation(config)
+    command = gym_server_command(block, config, installation, port=_free_port(), cache=default_cache())
+    log_path = _new_log(block)
+    process = subprocess.Popen(
+        module_command("reverify_assets.verifier.process_guard"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=child_environment(),
+    )
+    assert process.stdin is not None
+    spec = {"argv": command.argv, "cwd": str(command.cwd), "env": command.env, "log": str(log_path)}
+    process.stdin.write(orjson.dumps(spec) + b"\n")
+    process.stdin.flush()
+    log.info(
+        "reverify: starting NeMo Gym's %s server for %r: %s in %s; its log: %s",
+        block.type,
+        block.instance,
+        " ".join(command.argv),
+        command.cwd,
+        log_path,
+    )
+    return _Child(block, _identity(block, config), process, log_path.open("rb"), command.url, log_path)
+
+
+def _free_port() -> int:
+    # The server binds it a moment later: another process taking it in between is retried (see _await_ready).
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _new_log(block: ServerBlock) -> Path:
+    folder = default_cache() / "server-logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    logs = sorted(folder.glob("*.log"))  # named by the time they were started: the oldest go first
+    for old in logs[: max(0, len(logs) - KEPT_LOGS)]:
+        old.unlink(missing_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    path = folder / f"{stamp}-{block.instance}.log"
+    path.touch()  # here, so that it can be read before the guard has opened it
+    return path
+
+
+PORT_TAKEN = ("address already in use", "errno 98")
+PORT_TRIES = 3
+
+
+def _await_ready(child: _Child, config: Mapping[str, Any]) -> _Child:
+    """``child`` once it answers (a NeMo Gym server that lost its port to another process is started again)."""
+    if child.ready:
+        _check_health(child)
+    elif child.url is None:
+        _await_announced(child)
+        _check_health(child)
+    else:
+        for _ in range(PORT_TRIES - 1):
+            try:
+                _await_answering(child)
+                break
+            except _PortTaken:
+                _stop([child])
+                child = _spawn_gym(child.block, config)
+        else:
+            _await_answering(child)
+    child.ready = True
+    return child
+
+
+def _startup_deadline(block: ServerBlock, default: float) -> float:
+    return time.monotonic() + float(block.fields.get(STARTUP_TIMEOUT_FIELD) or default)
+
+
+def _await_announced(child: _Child) -> None:
+    assert child.process.stdout is not None
+    deadline = _startup_deadline(child.block, BUILTIN_STARTUP_S)
+    with selectors.DefaultSelector() as selector:
+        selector.register(child.process.stdout, selectors.EVENT_READ)
+        while (remaining := deadline - time.monotonic()) > 0:
+            if selector.select(timeout=min(remaining, 0.2)):
+                line = child.process.stdout.readline().decode(errors="replace").strip()
+                if line.startswith(READY_PREFIX):
+                    child.url = line.removeprefix(READY_PREFIX)
+                    return
+                if not line and child.process.poll() is not None:
+                    break
+    raise ReverifyError(
+        f"resources server {child.block.instance!r} ({child.block.type}) did not start: "
+        f"{_tail(child.output) or 'no output'}"
+    )
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _await_answering(child: _Child) -> None:
+    """Until the server's ``/reverify_mode`` answers; its guard exiting first means the server did."""
+    assert child.process.stdout is not None and child.url is not None
+    started = time.monotonic()
+    deadline = _startup_deadline(child.block, GYM_STARTUP_S)
+    with selectors.DefaultSelector() as selector:
+        selector.register(child.process.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if _answers(child.url):
+                took = time.monotonic() - started
+                log.info("reverify: NeMo Gym's %s server answered after %.1f s", child.block.type, took)
+                return
+            # The guard prints its one line at once, then nothing until it exits: readable at EOF means it exited.
+            if selector.select(timeout=0.1) and not child.process.stdout.readline():
+                child.process.wait()
+                tail = _tail(child.output)
+                if any(phrase in tail.lower() for phrase in PORT_TAKEN):
+                    raise _PortTaken
+                raise ReverifyError(
+                    f"NeMo Gym's {child.block.type} server for {child.block.instance!r} exited with code "
+                    f"{child.process.returncode} before it answered. The last lines of its log "
+                    f"({child.log_path}):\n{tail or '(empty)'}"
+                )
+    raise ReverifyError(
+        f"NeMo Gym's {child.block.type} server for {child.block.instance!r} did not answer at {child.url} within "
+        f"{deadline - started:.0f} s (the block's `{STARTUP_TIMEOUT_FIELD}` sets the limit). The last lines of its log "
+        f"({child.log_path}):\n{_tail(child.output) or '(empty)'}"
+    )
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/reverify_mode", timeout=5) as reply:
+            reply.read()
+    except urllib.error.HTTPError:
+        return True  # it is serving: what it thinks of the route is the client's business
+    except OSError:
+        return False
+    return True
 
 
 def _stop(children: Sequence[_Child]) -> None:
@@ -115,53 +272,55 @@ def _stop(children: Sequence[_Child]) -> None:
             child.process.stdin.close()  # the child's cue to shut down cleanly
     for child in children:
         try:
-            child.process.wait(timeout=5)
+            child.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            child.process.kill()
+            child.process.kill()  # a guard's server dies with it (see process_guard)
             child.process.wait()
         if child.process.stdout:
             child.process.stdout.close()
-        child.stderr.close()
+        child.output.close()
 
 
-# Children started by `prestarted_servers` that no fleet has taken yet.
+# Children started by `prestarted_servers` that no fleet has borrowed just now.
 _prestarted: list[_Child] = []
 
 
 @contextmanager
-def prestarted_servers(blocks: Sequence[ServerBlock]) -> Iterator[None]:
-    """Start the built-in servers of ``blocks`` now, for the ``ServerFleet`` asking for the same blocks later.
-
-    The fleet that takes a child owns it from then on (and stops it); those none took are stopped on exit.
-    """
-    started = [_spawn(block) for block in blocks if not block.url]
+def prestarted_servers(blocks: Sequence[ServerBlock], config: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Start the servers of ``blocks`` now, for the ``ServerFleet``s asking for the same blocks later; they are
+    stopped on exit."""
+    started = [_spawn(block, config or {}) for block in blocks if not block.url]
+    for child in started:
+        child.borrowed = True
     _prestarted.extend(started)
     try:
         yield
     finally:
-        unclaimed = [child for child in started if child in _prestarted]
-        for child in unclaimed:
-            _prestarted.remove(child)
-        _stop(unclaimed)
+        for child in started:
+            if child in _prestarted:
+                _prestarted.remove(child)
+        _stop(started)
 
 
-def _take_prestarted(block: ServerBlock) -> _Child | None:
-    spec = _spec(block)
+def _borrow_prestarted(block: ServerBlock, config: Mapping[str, Any]) -> _Child | None:
+    identity = _identity(block, config)
     for child in _prestarted:
-        if _spec(child.block) == spec:
+        if child.identity == identity:
             _prestarted.remove(child)
             return child
     return None
 
 
-def _check_health(url: str, block: ServerBlock) -> None:
+def _check_health(child: _Child) -> None:
     try:
-        with urllib.request.urlopen(f"{url}/reverify_mode", timeout=5) as reply:
+        with urllib.request.urlopen(f"{child.url}/reverify_mode", timeout=5) as reply:
             reply.read()
     except OSError as exc:
-        raise ReverifyError(f"resources server {block.instance!r} at {url} failed its health check: {exc}") from exc
+        raise ReverifyError(
+            f"resources server {child.block.instance!r} at {child.url} failed its health check: {exc}"
+        ) from exc
 
 
-def _tail(stream: IO[bytes], limit: int = 2000) -> str:
+def _tail(stream: IO[bytes], limit: int = 3000) -> str:
     stream.seek(0)
     return stream.read().decode(errors="replace")[-limit:].strip()

@@ -101,7 +101,6 @@ def test_topology_errors(config: dict[str, Any], message: str) -> None:
 @pytest.mark.parametrize(
     ("yaml", "message"),
     [
-        ("judge:\n  resources_servers:\n    my_judge: {}\n", r"'judge' has type 'my_judge', which is not built in"),
         (
             "mcqa:\n  resources_servers:\n    mcqa:\n      grading_mode: fuzzy\n",
             r"mcqa.resources_servers.mcqa.grading_mode: Input should be",

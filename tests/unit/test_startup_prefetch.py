@@ -316,14 +316,19 @@ def test_the_verify_step_takes_the_plan_its_process_wrote_once_then_reads_the_fi
 MCQA = ServerBlock("mcqa", "mcqa", {"grading_mode": "lenient_boxed"})
 
 
-def test_a_fleet_takes_the_prestarted_server() -> None:
+def test_fleets_borrow_the_prestarted_server_one_after_another() -> None:
     with prestarted_servers([MCQA]):
         prestarted = launcher._prestarted[0].process
         with ServerFleet([MCQA]) as urls:
             assert launcher._prestarted == []
             assert set(urls) == {"mcqa"}
             assert prestarted.poll() is None
-        assert prestarted.poll() is not None  # the fleet owns it now, and stopped it
+        assert launcher._prestarted[0].process is prestarted  # given back, still serving
+        with ServerFleet([MCQA]) as again:
+            assert again == urls
+        assert prestarted.poll() is None
+    assert launcher._prestarted == []
+    assert prestarted.poll() is not None  # stopped with the prestart
 
 
 def test_a_fleet_for_another_block_starts_its_own_and_the_unclaimed_one_is_stopped() -> None:

@@ -1,0 +1,74 @@
+"""How one of NeMo Gym's own servers is started without Ray: its folder, its Python, its command and environment.
+
+As ``gym env start`` does it: from the server's folder, ``<python> app.py`` (the block's ``entrypoint``) with the
+merged config in ``NEMO_GYM_CONFIG_DICT`` and the instance name in ``NEMO_GYM_CONFIG_PATH``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reverify_assets.config.topology import ServerBlock
+from reverify_assets.errors import ReverifyError
+from reverify_assets.gym.installation import RESOURCES_SERVERS, NemoGymInstallation
+from reverify_assets.gym.server_config import LOOPBACK, gym_server_config
+from reverify_assets.gym.server_python import server_python
+
+CONFIG_DICT_ENV = "NEMO_GYM_CONFIG_DICT"
+CONFIG_PATH_ENV = "NEMO_GYM_CONFIG_PATH"
+DEFAULT_ENTRYPOINT = "app.py"
+
+
+@dataclass(frozen=True)
+class GymServerCommand:
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    url: str
+
+
+def server_folder(block: ServerBlock, installation: NemoGymInstallation) -> Path:
+    """The block's folder in the installation; a type NeMo Gym does not have is a config error naming the closest."""
+    servers = installation.root / RESOURCES_SERVERS
+    folder = servers / block.type
+    entrypoint = _entrypoint(block)
+    if (folder / entrypoint).is_file():
+        return folder
+    if folder.is_dir():
+        raise ReverifyError(f"config: {block.config_path}: NeMo Gym's {folder} has no entrypoint {entrypoint!r}")
+    known = sorted(path.name for path in servers.iterdir() if path.is_dir() and not path.name.startswith(("_", ".")))
+    close = difflib.get_close_matches(block.type, known, n=1)
+    hint = f" (did you mean `{close[0]}`?)" if close else ""
+    raise ReverifyError(
+        f"config: resources server {block.instance!r} has type {block.type!r}, which is neither built in nor one of "
+        f"the {len(known)} resources servers of NeMo Gym at {servers}{hint}"
+    )
+
+
+def gym_server_command(
+    block: ServerBlock,
+    config: Mapping[str, Any],
+    installation: NemoGymInstallation,
+    *,
+    port: int,
+    cache: Path,
+) -> GymServerCommand:
+    folder = server_folder(block, installation)
+    python = server_python(installation, folder, cache)
+    env = {
+        **os.environ,
+        CONFIG_DICT_ENV: json.dumps(gym_server_config(config, {block.instance: port})),
+        CONFIG_PATH_ENV: block.instance,
+        "PYTHONUNBUFFERED": "1",  # its log is read while it runs, and when it fails to start
+    }
+    return GymServerCommand([str(python), _entrypoint(block)], folder, env, f"http://{LOOPBACK}:{port}")
+
+
+def _entrypoint(block: ServerBlock) -> str:
+    return str(block.fields.get("entrypoint") or DEFAULT_ENTRYPOINT)

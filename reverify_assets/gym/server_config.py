@@ -1,0 +1,58 @@
+"""The config one of NeMo Gym's servers reads at start-up, as ``gym env start`` would hand it over.
+
+NeMo Gym passes every server the whole merged config (``NEMO_GYM_CONFIG_DICT``) and the server's instance name
+(``NEMO_GYM_CONFIG_PATH``); the server finds its own block, and the blocks of servers it calls (a judge's model
+server), by instance, and reaches them at their ``host`` and ``port``. Its parser also fills ``head_server``
+and ``dry_run``, which every server reads; nothing here needs the head server to listen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from reverify_assets.gym.installation import SETTINGS_KEYS
+
+LOOPBACK = "127.0.0.1"
+# Block fields that only this tool reads: a NeMo Gym server is not shown them.
+OUR_BLOCK_FIELDS = frozenset({"implementation", "replicas", "startup_timeout_s"})
+HEAD_SERVER_PORT = 0  # never listened on: a server that tried to reach it would fail at once, not hang
+
+
+def gym_server_config(config: Mapping[str, Any], ports: Mapping[str, int]) -> dict[str, Any]:
+    """``config`` as NeMo Gym's servers read it, the servers we start (``ports``: instance -> port) placed on
+    loopback and the servers reached by ``url`` placed at its host and port."""
+    placed: dict[str, Any] = {}
+    for key, value in config.items():
+        if key in SETTINGS_KEYS:
+            continue
+        placed[key] = _placed_block(value, ports.get(key)) if _server_fields(value) is not None else value
+    placed.setdefault("head_server", {"host": LOOPBACK, "port": HEAD_SERVER_PORT})
+    placed.setdefault("dry_run", False)
+    return placed
+
+
+def _server_fields(block: Any) -> Mapping[str, Any] | None:
+    """The fields of ``<instance>: {<kind>: {<implementation>: fields}}``, or None for any other value."""
+    if not isinstance(block, Mapping) or len(block) != 1:
+        return None
+    implementations = next(iter(block.values()))
+    if not isinstance(implementations, Mapping) or len(implementations) != 1:
+        return None
+    fields = next(iter(implementations.values()))
+    return fields if isinstance(fields, Mapping) else None
+
+
+def _placed_block(block: Mapping[str, Any], port: int | None) -> dict[str, Any]:
+    ((kind, implementations),) = block.items()
+    ((implementation, fields),) = implementations.items()
+    placed = {name: value for name, value in fields.items() if name not in OUR_BLOCK_FIELDS}
+    if port is not None:
+        placed.update(host=LOOPBACK, port=port)
+    elif placed.get("url"):
+        address = urlsplit(str(placed["url"]))
+        if address.hostname and address.port:
+            placed.setdefault("host", address.hostname)
+            placed.setdefault("port", address.port)
+    return {kind: {implementation: placed}}
