@@ -1,0 +1,189 @@
+"""``reverify run`` starting NeMo Gym's own resources servers from their shipped configs, as a NeMo Gym user would.
+
+Each bundled server's example data against what NeMo Gym's ``gym eval reverify`` wrote for it
+(tests/data/nemo_gym_servers, from shared/conformance): every row byte for byte, once our ``reverify_provenance``
+is taken out, and every section of the metrics file. Then what a user sees when a server does not start, and
+that no server outlives the command, however it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from reverify_assets.gym.installation import PYTHON_KEY, RESOURCES_SERVERS, find_installation
+from tests.support.cli import REVERIFY, run_args
+from tests.support.nemo_gym import SERVERS_DATA, gym_env, nemo_gym_python, processes_in
+
+pytestmark = pytest.mark.slow
+CLI_LIMIT_S = 600  # the first run of a server builds its venv; a busy machine is several times slower
+SERVERS = sorted(path.name for path in SERVERS_DATA.iterdir() if path.is_dir())
+# The servers NeMo Gym itself re-verifies only under --force (they do not declare themselves stateless).
+NEEDS_FORCE = {name for name in SERVERS if any((SERVERS_DATA / name / "expected").glob("unsafe_*"))}
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    return nemo_gym_python()
+
+
+def server_folder(python: Path, name: str) -> Path:
+    return find_installation({PYTHON_KEY: str(python)}).root / RESOURCES_SERVERS / name
+
+
+def gym_run(
+    tmp_path: Path, python: Path, name: str, *flags: str, output: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    data = SERVERS_DATA / name
+    output = output or tmp_path / "out" / "out.jsonl"
+    args = run_args(
+        data / "config.yaml", data / "rollouts_materialized_inputs.jsonl", data / "rollouts.jsonl", output, *flags
+    )
+    return subprocess.run(
+        [REVERIFY, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=gym_env(tmp_path / "home", python),
+        timeout=CLI_LIMIT_S,
+    )
+
+
+def without_provenance(path: Path) -> list[str]:
+    rows = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        row.pop("reverify_provenance")
+        rows.append(json.dumps(row))
+    return rows
+
+
+@pytest.mark.parametrize("name", SERVERS)
+def test_a_nemo_gym_server_started_from_its_config_gives_nemo_gyms_results(
+    tmp_path: Path, python: Path, name: str
+) -> None:
+    flags = ["--force"] if name in NEEDS_FORCE else []
+    if name == "mcqa":  # the built-in mcqa is the default for its type
+        flags.append("++mcqa.resources_servers.mcqa.implementation=nemo_gym")
+    done = gym_run(tmp_path, python, name, *flags)
+    assert done.returncode == 0, done.stderr
+    assert f"starting NeMo Gym's {name} server" in done.stderr
+    expected = SERVERS_DATA / name / "expected"
+    stem = "unsafe_out" if name in NEEDS_FORCE else "out"
+    output = tmp_path / "out" / f"{stem}.jsonl"
+    # NeMo Gym writes rows as they complete; the expected files are sorted by key, as we write ours.
+    assert without_provenance(output) == [json.dumps(json.loads(line)) for line in (expected / f"{stem}.jsonl").open()]
+    theirs = json.loads((expected / f"{stem}_aggregate_metrics.json").read_text())
+    ours = json.loads((tmp_path / "out" / f"{stem}_aggregate_metrics.json").read_text())
+    assert len(ours) == len(theirs) == 1
+    for section, value in theirs[0].items():
+        assert ours[0][section] == value, section
+    assert (tmp_path / "out" / f"{stem}_failures.jsonl").read_text() == ""
+    assert processes_in(server_folder(python, name)) == []
+
+
+def test_a_server_that_is_not_stateless_needs_force(tmp_path: Path, python: Path) -> None:
+    done = gym_run(tmp_path, python, "circle_count")
+    assert done.returncode == 1
+    assert "--force" in done.stderr
+    assert not (tmp_path / "out" / "out.jsonl").exists()
+    assert processes_in(server_folder(python, "circle_count")) == []
+
+
+def test_the_servers_own_config_error_is_shown_as_it_printed_it(tmp_path: Path, python: Path) -> None:
+    done = gym_run(
+        tmp_path,
+        python,
+        "mcqa",
+        "++mcqa.resources_servers.mcqa.implementation=nemo_gym",
+        "++mcqa.resources_servers.mcqa.grading_mode=no_such_mode",
+    )
+    assert done.returncode == 1
+    assert "exited with code" in done.stderr and "before it answered" in done.stderr
+    # pydantic's own words, from the server's log
+    assert "grading_mode" in done.stderr and "Input should be" in done.stderr
+    assert "Traceback (most recent call last)" not in done.stderr.split("The last lines of its log")[0]
+
+
+def test_an_unknown_server_type_names_the_closest_nemo_gym_server(tmp_path: Path, python: Path) -> None:
+    config = tmp_path / "typo.yaml"
+    config.write_text("x:\n  resources_servers:\n    circle_cuont:\n      entrypoint: app.py\n")
+    data = SERVERS_DATA / "circle_count"
+    args = run_args(config, data / "rollouts_materialized_inputs.jsonl", data / "rollouts.jsonl", tmp_path / "o.jsonl")
+    done = subprocess.run(
+        [REVERIFY, *map(str, args)], capture_output=True, text=True, env=gym_env(tmp_path, python), timeout=120
+    )
+    assert done.returncode == 1
+    assert "did you mean `circle_count`?" in done.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_without_nemo_gym_it_says_where_it_looked(tmp_path: Path) -> None:
+    data = SERVERS_DATA / "circle_count"
+    args = run_args(
+        data / "config.yaml", data / "rollouts_materialized_inputs.jsonl", data / "rollouts.jsonl", tmp_path / "o.jsonl"
+    )
+    env = {name: value for name, value in os.environ.items() if not name.startswith("REVERIFY_NEMO_GYM")}
+    env.update(DAGSTER_HOME=str(tmp_path / "home"), PATH="/usr/bin:/bin")
+    done = subprocess.run(
+        [REVERIFY, *map(str, args)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
+    assert done.returncode == 1
+    assert "cannot find a Python that has nemo_gym" in done.stderr
+    assert "`gym` on PATH: not found" in done.stderr
+    assert str(tmp_path / ".venv" / "bin" / "python") in done.stderr
+    assert "REVERIFY_NEMO_GYM_PYTHON" in done.stderr and "nemo_gym_python" in done.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def wait_until(condition: Callable[[], object], limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {limit:.0f} s waiting until {what}")
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGINT to the group"])
+def test_the_server_is_stopped_however_the_command_ends(tmp_path: Path, python: Path, how: str) -> None:
+    name = "circle_count"
+    folder = server_folder(python, name)
+    data = SERVERS_DATA / name
+    args = run_args(
+        data / "config.yaml",
+        data / "rollouts_materialized_inputs.jsonl",
+        data / "rollouts.jsonl",
+        tmp_path / "o.jsonl",
+        "--force",
+    )
+    cli = subprocess.Popen(
+        [REVERIFY, *map(str, args)],
+        env=gym_env(tmp_path / "home", python),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a group of its own, as a shell gives a foreground job
+    )
+    try:
+        wait_until(lambda: processes_in(folder), 120, "the server started")
+        if how == "SIGKILL":
+            cli.kill()
+        elif how == "SIGTERM":
+            cli.terminate()
+        else:
+            os.killpg(cli.pid, signal.SIGINT)
+        cli.wait(timeout=120)
+        wait_until(lambda: not processes_in(folder), 60, "the server stopped")
+    finally:
+        for kill, target in [(os.killpg, cli.pid), *((os.kill, pid) for pid in processes_in(folder))]:
+            try:
+                kill(target, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        cli.wait()
