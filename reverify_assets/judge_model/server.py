@@ -4,6 +4,9 @@ Routes:
 
 * ``POST /v1/chat/completions``: a ``chat.completion`` whose message is the verdict of
   :mod:`verdict_rule` for the last user message (HTTP 400 when that message lacks the answer markers).
+* ``POST /v1/responses``: the same verdict as a Responses API ``response``, for the input's last user message.
+  NeMo Gym's model servers (``responses_api_models/openai_model``) call this route of their upstream, so a NeMo
+  Gym judge server can use this model through one of them.
 * ``GET /v1/models``: the one model.
 * ``POST /control``: change the failure knobs of :mod:`settings` at run time (JSON with any of them, plus
   ``"reset_stats": true``); ``GET /control`` shows them.
@@ -43,7 +46,7 @@ GARBAGE_REPLY = "Hmm, both answers look interesting; I would rather not commit t
 
 @dataclass
 class JudgeModelStats:
-    requests: int = 0  # every POST /v1/chat/completions, whatever became of it
+    requests: int = 0  # every POST to a model route, whatever became of it
     answered: int = 0
     failed: int = 0  # injected failures (fail_share, outage)
     unauthorized: int = 0
@@ -116,6 +119,7 @@ class JudgeModel:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 << 20)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_post("/v1/responses", self._responses)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/control", self._control)
         app.router.add_get("/control", self._show_control)
@@ -138,11 +142,16 @@ class JudgeModel:
         return token is not None and hmac.compare_digest(token.encode(), self._api_key.encode())
 
     async def _chat_completions(self, request: web.Request) -> web.Response:
-        response = await self._answer(request)
+        response = await self._answer(request, CHAT_COMPLETIONS)
         self.stats.by_status[response.status] += 1
         return response
 
-    async def _answer(self, request: web.Request) -> web.Response:
+    async def _responses(self, request: web.Request) -> web.Response:
+        response = await self._answer(request, RESPONSES)
+        self.stats.by_status[response.status] += 1
+        return response
+
+    async def _answer(self, request: web.Request, api: ModelApi) -> web.Response:
         self.stats.requests += 1
         if not self._authorized(request):
             self.stats.unauthorized += 1
@@ -151,10 +160,10 @@ class JudgeModel:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
             body = None
-        messages = body.get("messages") if isinstance(body, dict) else None
-        if not isinstance(messages, list) or not messages:
+        messages = api.messages(body) if isinstance(body, dict) else None
+        if not messages:
             self.stats.bad_requests += 1
-            return _error(400, "the request needs a non-empty `messages` list", "invalid_request_error")
+            return _error(400, f"the request needs a non-empty `{api.messages_field}`", "invalid_request_error")
         if body.get("stream"):
             self.stats.bad_requests += 1
             return _error(400, "streaming is not supported by the local judge model", "invalid_request_error")
@@ -180,31 +189,7 @@ class JudgeModel:
             kind = "equal" if reply.endswith("[[A=B]]") else "not_equal"
         self.stats.verdicts[kind] += 1
         self.stats.answered += 1
-        return _json(self._completion(body, content, prompt, reply))
-
-    @staticmethod
-    def _completion(body: Mapping[str, Any], content: bytes, prompt: str, reply: str) -> dict[str, Any]:
-        prompt_tokens, completion_tokens = len(prompt.split()), len(reply.split())
-        model = body.get("model")
-        return {
-            "id": f"chatcmpl-{hashlib.sha256(content).hexdigest()[:24]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model if isinstance(model, str) and model else MODEL_NAME,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": reply},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        return _json(api.reply(body, content, prompt, reply))
 
     async def _models(self, _: web.Request) -> web.Response:
         return _json(
@@ -232,3 +217,89 @@ class JudgeModel:
 
     async def _stats(self, _: web.Request) -> web.Response:
         return _json(self.stats.as_dict())
+
+
+def _model_of(body: Mapping[str, Any]) -> str:
+    model = body.get("model")
+    return model if isinstance(model, str) and model else MODEL_NAME
+
+
+def _chat_messages(body: Mapping[str, Any]) -> list[Any] | None:
+    messages = body.get("messages")
+    return messages if isinstance(messages, list) and messages else None
+
+
+def _completion(body: Mapping[str, Any], content: bytes, prompt: str, reply: str) -> dict[str, Any]:
+    prompt_tokens, completion_tokens = len(prompt.split()), len(reply.split())
+    return {
+        "id": f"chatcmpl-{hashlib.sha256(content).hexdigest()[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": _model_of(body),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def _response_input(body: Mapping[str, Any]) -> list[Any] | None:
+    """The Responses API's ``input``: a string (one user message) or a list of input items."""
+    given = body.get("input")
+    if isinstance(given, str) and given:
+        return [{"role": "user", "content": given}]
+    return given if isinstance(given, list) and given else None
+
+
+def _response(body: Mapping[str, Any], content: bytes, prompt: str, reply: str) -> dict[str, Any]:
+    """A ``response`` object with every field NeMo Gym's ``NeMoGymResponse`` (openai's ``Response``) requires."""
+    input_tokens, output_tokens = len(prompt.split()), len(reply.split())
+    digest = hashlib.sha256(content).hexdigest()[:24]
+    return {
+        "id": f"resp_{digest}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": _model_of(body),
+        "status": "completed",
+        "output": [
+            {
+                "id": f"msg_{digest}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": False,
+        "tool_choice": "none",
+        "tools": [],
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class ModelApi:
+    """Where one OpenAI API carries the conversation in a request, and how it wraps a reply."""
+
+    messages_field: str
+    messages: Callable[[Mapping[str, Any]], list[Any] | None]
+    reply: Callable[[Mapping[str, Any], bytes, str, str], dict[str, Any]]
+
+
+CHAT_COMPLETIONS = ModelApi("messages", _chat_messages, _completion)
+RESPONSES = ModelApi("input", _response_input, _response)

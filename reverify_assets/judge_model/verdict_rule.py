@@ -3,9 +3,11 @@
 Where the answers are: the prompt must hold the two answer blocks of the ``equivalence_judge`` default
 template, ``<|Start of Answer A|>`` … ``<|End of Answer A|>`` followed by ``<|Start of Answer B|>`` …
 ``<|End of Answer B|>``. B is read from its *last* block, A from the last block before it, so a question
-quoting the markers does not confuse the rule. A custom ``prompt_template`` must keep these markers for
-this model to work (a real LLM judge does not need them); without them :func:`answers_in_prompt` raises
-:class:`MissingMarkers` and the server answers HTTP 400.
+quoting the markers does not confuse the rule. Without them, the layout of NeMo Gym's own
+``equivalence_llm_judge`` template is read: A follows its last ``GOLD:`` line, up to the ``CANDIDATE:`` line
+after it, and B is the rest (the template's worked examples come before its inputs). A custom template must
+keep one of the two layouts for this model to work (a real LLM judge does not need them); with neither,
+:func:`answers_in_prompt` raises :class:`MissingMarkers` and the server answers HTTP 400.
 
 When two answers are equivalent, in order:
 
@@ -55,19 +57,30 @@ class Quantity:
     unit: str  # "" when absent
 
 
+GOLD_LINE, CANDIDATE_LINE = "\nGOLD:\n", "\nCANDIDATE:\n"  # NeMo Gym's equivalence_llm_judge template
+
+
 def answers_in_prompt(prompt: str) -> Answers:
     b_end = prompt.rfind(ANSWER_B_END)
     b_start = prompt.rfind(ANSWER_B_START, 0, b_end) if b_end >= 0 else -1
     a_end = prompt.rfind(ANSWER_A_END, 0, b_start) if b_start >= 0 else -1
     a_start = prompt.rfind(ANSWER_A_START, 0, a_end) if a_end >= 0 else -1
-    if a_start < 0:
-        raise MissingMarkers(
-            f"the prompt lacks the answer markers {ANSWER_A_START} … {ANSWER_A_END} then {ANSWER_B_START} … "
-            f"{ANSWER_B_END} (keep them in a custom prompt_template to use the local judge model)"
+    if a_start >= 0:
+        return Answers(
+            expected=prompt[a_start + len(ANSWER_A_START) : a_end].strip(),
+            candidate=prompt[b_start + len(ANSWER_B_START) : b_end].strip(),
         )
-    return Answers(
-        expected=prompt[a_start + len(ANSWER_A_START) : a_end].strip(),
-        candidate=prompt[b_start + len(ANSWER_B_START) : b_end].strip(),
+    candidate_at = prompt.rfind(CANDIDATE_LINE)
+    gold_at = prompt.rfind(GOLD_LINE, 0, candidate_at) if candidate_at >= 0 else -1
+    if gold_at >= 0:
+        return Answers(
+            expected=prompt[gold_at + len(GOLD_LINE) : candidate_at].strip(),
+            candidate=prompt[candidate_at + len(CANDIDATE_LINE) :].strip(),
+        )
+    raise MissingMarkers(
+        f"the prompt lacks the answer markers {ANSWER_A_START} … {ANSWER_A_END} then {ANSWER_B_START} … "
+        f"{ANSWER_B_END}, and NeMo Gym's GOLD: … CANDIDATE: layout (keep one of them in a custom prompt template "
+        "to use the local judge model)"
     )
 
 

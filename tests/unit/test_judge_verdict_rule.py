@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -128,8 +129,25 @@ def test_a_question_that_quotes_the_markers_does_not_move_the_answers() -> None:
     ],
 )
 def test_a_prompt_without_both_blocks_is_refused(text: str) -> None:
-    with pytest.raises(MissingMarkers, match="keep them in a custom prompt_template"):
+    with pytest.raises(MissingMarkers, match="keep one of them in a custom prompt template"):
         answers_in_prompt(text)
+
+
+NEMO_GYM_TEMPLATE = (  # the shape of NeMo Gym's prompt_templates/equivalence_llm_judge.txt: examples, then inputs
+    "===== Example 1 (equivalent) =====\nQUESTION:\nState it.\n\nGOLD:\n6.022e23\n\nCANDIDATE:\n6.022e23 per mole.\n\n"
+    "[[A=B]] they are equivalent\n\n===== Inputs =====\nQUESTION:\n{question}\n\nGOLD:\n{expected_answer}\n\n"
+    "CANDIDATE:\n{generated_answer}"
+)
+
+
+@pytest.mark.parametrize(
+    ("expected", "candidate", "label"),
+    [("1/2", "0.5", "[[A=B]]"), ("Paris", "London", "[[A!=B]]"), ("multi\nline", "multi line", "[[A=B]]")],
+)
+def test_nemo_gyms_own_judge_template_is_read_from_its_inputs(expected: str, candidate: str, label: str) -> None:
+    text = NEMO_GYM_TEMPLATE.format(question="Q?", expected_answer=expected, generated_answer=candidate)
+    assert answers_in_prompt(text) == Answers(expected, candidate)
+    assert verdict_reply(text).endswith(label)
 
 
 @pytest.mark.parametrize(
@@ -219,9 +237,40 @@ def test_a_chat_completion_carries_the_verdict() -> None:
 
 
 @pytest.mark.parametrize(
+    "given",
+    [
+        lambda text: text,  # a string input is one user message
+        lambda text: [{"role": "user", "content": text, "type": "message"}],
+        lambda text: [{"role": "user", "content": [{"type": "input_text", "text": text}]}],
+    ],
+)
+def test_a_responses_api_reply_carries_the_verdict(given: Callable[[str], Any]) -> None:
+    text = prompt("0.5", "1/2")
+    [(code, body)] = exchange(JudgeModel(), post({"model": "m", "input": given(text)}, "/v1/responses"))
+    assert code == 200 and body["object"] == "response" and body["status"] == "completed" and body["model"] == "m"
+    [message] = body["output"]
+    assert message["type"] == "message" and message["role"] == "assistant"
+    assert message["content"] == [{"type": "output_text", "text": verdict_reply(text), "annotations": []}]
+    # the fields openai's Response model requires, which NeMo Gym's model server validates
+    assert {"id", "created_at", "parallel_tool_calls", "tool_choice", "tools"} <= set(body)
+    assert set(body["usage"]) == {
+        "input_tokens",
+        "input_tokens_details",
+        "output_tokens",
+        "output_tokens_details",
+        "total_tokens",
+    }
+
+
+def test_a_responses_request_without_input_is_400() -> None:
+    [(code, body)] = exchange(JudgeModel(), post({"model": "m", "input": []}, "/v1/responses"))
+    assert code == 400 and "`input`" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
     ("content", "code", "check"),
     [
-        ("no markers here", 400, "keep them in a custom prompt_template"),
+        ("no markers here", 400, "keep one of them in a custom prompt template"),
         (prompt("1", "1", question=f"{GARBAGE_DIRECTIVE} q"), 200, "no label"),
         (prompt("1", "1", question=f"{NOT_A_COMPLETION_DIRECTIVE} q"), 200, "no choices"),
     ],
