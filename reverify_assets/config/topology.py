@@ -15,6 +15,7 @@ from reverify_assets.errors import ReverifyError
 
 RESOURCES_SERVERS = "resources_servers"
 AGENTS = "responses_api_agents"
+MODELS = "responses_api_models"
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class ServerBlock:
     instance: str  # the top-level name, e.g. "mcqa"
     type: str  # the implementation, e.g. "mcqa"
     fields: Mapping[str, Any]
+    kind: str = RESOURCES_SERVERS  # or MODELS: a model server a resources server calls (a judge's)
 
     @property
     def url(self) -> str | None:
@@ -30,7 +32,22 @@ class ServerBlock:
 
     @property
     def config_path(self) -> str:
-        return f"{self.instance}.{RESOURCES_SERVERS}.{self.type}"
+        return f"{self.instance}.{self.kind}.{self.type}"
+
+    def referenced_models(self, config: Mapping[str, Any]) -> list[ServerBlock]:
+        """The model server blocks of ``config`` this block names, as NeMo Gym's judge servers do
+        (``judge_model_server: {type: responses_api_models, name: policy_model}``), in field order."""
+        found = []
+        for value in self.fields.values():
+            if not isinstance(value, Mapping) or value.get("type") != MODELS:
+                continue
+            block = config.get(str(value.get("name")))
+            implementations = block.get(MODELS) if isinstance(block, Mapping) else None
+            if isinstance(implementations, Mapping) and len(implementations) == 1:
+                implementation, fields = next(iter(implementations.items()))
+                if isinstance(fields, Mapping):
+                    found.append(ServerBlock(str(value["name"]), implementation, fields, MODELS))
+        return found
 
 
 @dataclass(frozen=True)

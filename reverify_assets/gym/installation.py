@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reverify_assets.config.topology import RESOURCES_SERVERS
 from reverify_assets.errors import ReverifyError
 
 ROOT_KEY, ROOT_ENV = "nemo_gym_root", "REVERIFY_NEMO_GYM_ROOT"
 PYTHON_KEY, PYTHON_ENV = "nemo_gym_python", "REVERIFY_NEMO_GYM_PYTHON"
 SETTINGS_KEYS = frozenset({ROOT_KEY, PYTHON_KEY})  # top-level config keys that are ours, not NeMo Gym's
-RESOURCES_SERVERS = "resources_servers"
 
 # Run by the candidate Python: find_spec locates a package without importing it (nemo_gym's import takes seconds).
 _PROBE = """

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reverify_assets.config.topology import ServerBlock
+from reverify_assets.config.topology import RESOURCES_SERVERS, ServerBlock
 from reverify_assets.errors import ReverifyError
-from reverify_assets.gym.installation import RESOURCES_SERVERS, NemoGymInstallation
+from reverify_assets.gym.installation import NemoGymInstallation
 from reverify_assets.gym.server_config import LOOPBACK, gym_server_config
 from reverify_assets.gym.server_python import server_python
 
@@ -35,7 +35,7 @@ class GymServerCommand:
 
 def server_folder(block: ServerBlock, installation: NemoGymInstallation) -> Path:
     """The block's folder in the installation; a type NeMo Gym does not have is a config error naming the closest."""
-    servers = installation.root / RESOURCES_SERVERS
+    servers = installation.root / block.kind
     folder = servers / block.type
     entrypoint = _entrypoint(block)
     if (folder / entrypoint).is_file():
@@ -45,9 +45,11 @@ def server_folder(block: ServerBlock, installation: NemoGymInstallation) -> Path
     known = sorted(path.name for path in servers.iterdir() if path.is_dir() and not path.name.startswith(("_", ".")))
     close = difflib.get_close_matches(block.type, known, n=1)
     hint = f" (did you mean `{close[0]}`?)" if close else ""
+    what = "resources server" if block.kind == RESOURCES_SERVERS else "model server"
+    built_in = "neither built in nor " if block.kind == RESOURCES_SERVERS else ""
     raise ReverifyError(
-        f"config: resources server {block.instance!r} has type {block.type!r}, which is neither built in nor one of "
-        f"the {len(known)} resources servers of NeMo Gym at {servers}{hint}"
+        f"config: {what} {block.instance!r} has type {block.type!r}, which is {built_in}one of "
+        f"the {len(known)} {block.kind} of NeMo Gym at {servers}{hint}"
     )
 
 
@@ -56,18 +58,20 @@ def gym_server_command(
     config: Mapping[str, Any],
     installation: NemoGymInstallation,
     *,
-    port: int,
+    ports: Mapping[str, int],
     cache: Path,
 ) -> GymServerCommand:
+    """``ports``: where this block and the servers it calls (a judge's model server) listen, by instance."""
     folder = server_folder(block, installation)
     python = server_python(installation, folder, cache)
     env = {
         **os.environ,
-        CONFIG_DICT_ENV: json.dumps(gym_server_config(config, {block.instance: port})),
+        CONFIG_DICT_ENV: json.dumps(gym_server_config(config, ports)),
         CONFIG_PATH_ENV: block.instance,
         "PYTHONUNBUFFERED": "1",  # its log is read while it runs, and when it fails to start
     }
-    return GymServerCommand([str(python), _entrypoint(block)], folder, env, f"http://{LOOPBACK}:{port}")
+    url = f"http://{LOOPBACK}:{ports[block.instance]}"
+    return GymServerCommand([str(python), _entrypoint(block)], folder, env, url)
 
 
 def _entrypoint(block: ServerBlock) -> str:

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -34,7 +34,7 @@ import orjson
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
-from reverify_assets.gym.installation import find_installation
+from reverify_assets.gym.installation import NemoGymInstallation, find_installation
 from reverify_assets.gym.launch import gym_server_command
 from reverify_assets.gym.server_python import default_cache
 from reverify_assets.lib.child_python import child_environment, module_command
@@ -59,6 +59,7 @@ class _Child:
     log_path: Path | None = None
     ready: bool = False
     borrowed: bool = False  # from prestarted_servers, which stops it
+    companions: list[_Child] = field(default_factory=list)  # started for it (a judge's model server), stopped with it
 
 
 class ServerFleet:
@@ -130,8 +131,20 @@ def _spawn_builtin(block: ServerBlock) -> _Child:
 
 
 def _spawn_gym(block: ServerBlock, config: Mapping[str, Any]) -> _Child:
+    """The server, and first the model servers it calls (a judge's) where the config declares them."""
     installation = find_installation(config)
-    command = gym_server_command(block, config, installation, port=_free_port(), cache=default_cache())
+    companions = [model for model in block.referenced_models(config) if not model.url]
+    ports = {server.instance: _free_port() for server in [*companions, block]}
+    started = [_spawn_gym_process(companion, config, installation, ports) for companion in companions]
+    child = _spawn_gym_process(block, config, installation, ports)
+    child.companions = started
+    return child
+
+
+def _spawn_gym_process(
+    block: ServerBlock, config: Mapping[str, Any], installation: NemoGymInstallation, ports: Mapping[str, int]
+) -> _Child:
+    command = gym_server_command(block, config, installation, ports=ports, cache=default_cache())
     log_path = _new_log(block)
     process = subprocess.Popen(
         module_command("reverify_assets.verifier.process_guard"),
@@ -187,15 +200,20 @@ def _await_ready(child: _Child, config: Mapping[str, Any]) -> _Child:
     else:
         for _ in range(PORT_TRIES - 1):
             try:
-                _await_answering(child)
+                _await_gym_servers(child)
                 break
             except _PortTaken:
                 _stop([child])
                 child = _spawn_gym(child.block, config)
         else:
-            _await_answering(child)
+            _await_gym_servers(child)
     child.ready = True
     return child
+
+
+def _await_gym_servers(child: _Child) -> None:
+    for server in [*child.companions, child]:
+        _await_answering(server)
 
 
 def _startup_deadline(block: ServerBlock, default: float) -> float:
@@ -267,6 +285,7 @@ def _answers(url: str) -> bool:
 
 
 def _stop(children: Sequence[_Child]) -> None:
+    children = [*children, *(companion for child in children for companion in child.companions)]
     for child in children:
         if child.process.stdin and not child.process.stdin.closed:
             child.process.stdin.close()  # the child's cue to shut down cleanly

@@ -7,7 +7,6 @@ API key, so a successful run proves the key was sent; no file written and no out
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -22,6 +21,7 @@ import orjson
 import pytest
 
 from tests.support.cli import REVERIFY, read_jsonl, run_reverify, write_jsonl
+from tests.support.judge_serve import LocalJudge, judge_serve
 
 pytestmark = pytest.mark.slow
 
@@ -44,26 +44,6 @@ ROWS = len(QA) * ROLLOUTS_PER_TASK
 
 
 @dataclass
-class LocalJudge:
-    url: str
-    process: subprocess.Popen[bytes]
-    logs: list[Path]
-
-    def _call(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        data = None if body is None else orjson.dumps(body)
-        request = urllib.request.Request(f"{self.url}{path}", data=data, method="GET" if body is None else "POST")
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            return orjson.loads(reply.read())
-
-    def control(self, **knobs: Any) -> dict[str, Any]:
-        defaults = {"fail_status": 503, "fail_share": 0.0, "outage": None, "latency_ms": 0, "seed": 0}
-        return self._call("/control", defaults | knobs | {"reset_stats": True})
-
-    def stats(self) -> dict[str, Any]:
-        return self._call("/stats")
-
-
-@dataclass
 class Transcript:
     """Everything the key must never appear in: the directories runs wrote to and every process output."""
 
@@ -80,24 +60,8 @@ def transcript() -> Transcript:
 def judge(tmp_path_factory: pytest.TempPathFactory, transcript: Transcript) -> Iterator[LocalJudge]:
     logs_dir = tmp_path_factory.mktemp("judge_serve")
     transcript.roots.append(logs_dir)
-    stdout, stderr = logs_dir / "stdout.txt", logs_dir / "stderr.txt"
-    with stdout.open("wb") as out, stderr.open("wb") as err:
-        process = subprocess.Popen(
-            [REVERIFY, "judge-serve", "--port", "0", "--api-key-env", JUDGE_KEY_ENV],
-            stdout=out,
-            stderr=err,
-            env={**os.environ, JUDGE_KEY_ENV: KEY},
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not (found := re.search(r"judge model listening on (http://127\.0\.0\.1:\d+)", stdout.read_text())):
-            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-            time.sleep(0.05)
-        yield LocalJudge(found.group(1), process, [stdout, stderr])
-    finally:
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=10) == 0, stderr.read_text()
-    assert "judge model stopped" in stdout.read_text()
+    with judge_serve(logs_dir, "--api-key-env", JUDGE_KEY_ENV, env={JUDGE_KEY_ENV: KEY}) as judge:
+        yield judge
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,8 @@ from reverify_assets.gym.launch import gym_server_command, server_folder
 from reverify_assets.gym.server_config import gym_server_config
 from reverify_assets.gym.server_python import added_requirements, server_python
 from reverify_assets.lib.child_python import child_environment, module_command
+from reverify_assets.pipeline import preparation
+from reverify_assets.pipeline.preparation import load_verifier_setup
 
 
 @pytest.mark.parametrize(
@@ -219,7 +221,7 @@ def an_installation(root: Path) -> NemoGymInstallation:
 
 def test_an_unknown_type_names_the_closest_nemo_gym_server(tmp_path: Path) -> None:
     installation = an_installation(servers_tree(tmp_path))
-    with pytest.raises(ReverifyError, match=r"'mcqq'.*of the 1 resources servers of NeMo Gym.*did you mean `mcqa`"):
+    with pytest.raises(ReverifyError, match=r"'mcqq'.*of the 1 resources_servers of NeMo Gym.*did you mean `mcqa`"):
         server_folder(ServerBlock("x", "mcqq", {}), installation)
     with pytest.raises(ReverifyError, match=r"has no entrypoint 'main.py'"):
         server_folder(ServerBlock("x", "mcqa", {"entrypoint": "main.py"}), installation)
@@ -247,7 +249,9 @@ def test_which_python_runs_a_server(tmp_path: Path, requirements: str | None, ow
 
 def test_the_server_runs_its_entrypoint_from_its_folder_with_nemo_gyms_variables(tmp_path: Path) -> None:
     installation = an_installation(servers_tree(tmp_path))
-    command = gym_server_command(ServerBlock("my_mcqa", "mcqa", {}), SERVER, installation, port=4001, cache=tmp_path)
+    command = gym_server_command(
+        ServerBlock("my_mcqa", "mcqa", {}), SERVER, installation, ports={"my_mcqa": 4001}, cache=tmp_path
+    )
     assert command.argv == ["/nemo/bin/python", "app.py"]
     assert command.cwd == tmp_path / "resources_servers" / "mcqa"
     assert command.url == "http://127.0.0.1:4001"
@@ -330,3 +334,49 @@ def test_a_server_that_exits_ends_its_guard_with_its_code(tmp_path: Path) -> Non
     guard, _ = start_guard(tmp_path, "import sys; print('bad config'); sys.exit(3)")
     assert guard.wait(timeout=60) == 3
     assert (tmp_path / "server.log").read_text() == "bad config\n"
+
+
+JUDGE_CONFIG = {
+    "judge": {
+        "resources_servers": {
+            "equivalence_llm_judge": {"judge_model_server": {"type": "responses_api_models", "name": "policy_model"}}
+        }
+    },
+    "policy_model": {
+        "responses_api_models": {"openai_model": {"openai_base_url": "http://127.0.0.1:8765/v1", "openai_api_key": "k"}}
+    },
+}
+
+
+def test_a_judge_names_its_model_server_block() -> None:
+    block = ServerBlock(
+        "judge", "equivalence_llm_judge", JUDGE_CONFIG["judge"]["resources_servers"]["equivalence_llm_judge"]
+    )
+    [model] = block.referenced_models(JUDGE_CONFIG)
+    assert (model.instance, model.type, model.kind) == ("policy_model", "openai_model", "responses_api_models")
+    assert model.config_path == "policy_model.responses_api_models.openai_model"
+    assert block.referenced_models({"judge": JUDGE_CONFIG["judge"]}) == []  # not declared: nothing to start
+
+
+def config_hash_of(config: dict[str, Any], tmp_path: Path) -> str:
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps(config))
+    return load_verifier_setup([path], []).config_hash
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "changes_the_hash"),
+    [
+        ("openai_base_url", "http://127.0.0.1:9999/v1", True),
+        ("openai_model", "other", True),
+        ("openai_api_key", "k2", False),
+    ],
+)
+def test_the_judges_model_is_part_of_the_verifier_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value: str, changes_the_hash: bool
+) -> None:
+    monkeypatch.setattr(preparation, "server_folder", lambda block, installation: tmp_path)
+    monkeypatch.setattr(preparation, "find_installation", lambda config: None)
+    changed = json.loads(json.dumps(JUDGE_CONFIG))
+    changed["policy_model"]["responses_api_models"]["openai_model"][field] = value
+    assert (config_hash_of(JUDGE_CONFIG, tmp_path) != config_hash_of(changed, tmp_path)) is changes_the_hash
