@@ -9,4 +9,5 @@ if nemo_gym_python=$(scripts/nemo_gym.sh) && [ -n "$nemo_gym_python" ]; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports --no-cache
 exec .venv/bin/python -m pytest -m "slow or not slow" "$@"

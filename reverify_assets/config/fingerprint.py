@@ -21,6 +21,9 @@ PLACEMENT_FIELDS = frozenset(
         "retry_max_wait_s",
         "timeout_s",
         "judge_endpoint_max_concurrency",
+        # How many copies of a server run, and how long one may take to start.
+        "replicas",
+        "startup_timeout_s",
         # A NeMo Gym model server's (responses_api_models/openai_model): its key and how often it retries.
         "openai_api_key",
         "max_http_attempts",

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from reverify_assets.lib.jsonl import AtomicWriter
+from reverify_assets.lib.verifier_wire import RetryPolicy
 from reverify_assets.metrics.aggregate import empty_answer
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD, provenance_block
 from reverify_assets.pipeline.aggregation import (
@@ -27,7 +28,6 @@ from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.verification import client_session
 from reverify_assets.verifier.client import VerifierClient
 from reverify_assets.verifier.launcher import ServerFleet
-from reverify_assets.verifier.retry import RetryPolicy
 
 GROUP_LEVEL_METRICS = "group_level_metrics"
 UNKNOWN_PLAN = CoverageSources()  # no sidecar, expected keys unknown

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from reverify_assets.config.fingerprint import verifier_config_hash
+from reverify_assets.config.implementations import check_implementation, runs_builtin
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.topology import Topology, read_topology
 from reverify_assets.errors import ReverifyError
@@ -30,13 +31,8 @@ from reverify_assets.lib.key_index import (
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
 from reverify_assets.lib.route_fields import RouteTable, route_fields
-from reverify_assets.servers.registry import (
-    BUILTIN_SERVERS,
-    check_implementation,
-    check_known_fields,
-    runs_builtin,
-    validate_builtin_block,
-)
+from reverify_assets.pipeline.replication import check_replicas_field
+from reverify_assets.servers.registry import BUILTIN_SERVERS, check_known_fields, validate_builtin_block
 
 
 @dataclass(frozen=True)
@@ -53,6 +49,7 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
         if block.url:
             continue
         check_implementation(block)
+        check_replicas_field(block)
         if runs_builtin(block):
             validate_builtin_block(block)
         else:

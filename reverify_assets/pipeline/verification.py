@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable, Coroutine
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Coroutine, Mapping
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,14 +21,16 @@ from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.result_routing import provenance
 from reverify_assets.lib.resume_cache import resume_summary
 from reverify_assets.lib.sorted_output import sort_by_key
+from reverify_assets.lib.verifier_wire import RetryPolicy
 from reverify_assets.pipeline.output_files import OutputPolicy, check_resumed_configs, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
+from reverify_assets.pipeline.replication import add_replicas, joining, wanted_replicas
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
 from reverify_assets.verifier.client import VerifierClient
 from reverify_assets.verifier.launcher import ServerFleet
-from reverify_assets.verifier.retry import RetryPolicy
+from reverify_assets.verifier.replicas import ReplicaSet
 
 log = logging.getLogger("reverify")
 T = TypeVar("T")
@@ -73,8 +75,9 @@ def run_verification(
     step: VerifyStep,
     on_progress: Callable[[VerifyStats], None] | None = None,
 ) -> VerificationResult:
-    with ServerFleet(routed_blocks(setup, plan), setup.config) as urls:
-        return asyncio.run(_interruptible(_verify(plan, setup, step, urls, on_progress)))
+    fleet = ServerFleet(routed_blocks(setup, plan), setup.config)
+    with fleet as urls:
+        return asyncio.run(_interruptible(_verify(plan, setup, step, fleet, urls, on_progress)))
 
 
 async def _interruptible(work: Coroutine[Any, Any, T]) -> T:
@@ -113,16 +116,23 @@ async def _verify(
     plan: pl.DataFrame,
     setup: VerifierSetup,
     step: VerifyStep,
+    fleet: ServerFleet,
     urls: dict[str, str],
     on_progress: Callable[[VerifyStats], None] | None,
 ) -> VerificationResult:
     async with AsyncExitStack() as stack:
         session = await stack.enter_async_context(client_session(step.concurrency))
-        clients = {name: VerifierClient(name, url, session, step.retry) for name, url in urls.items()}
+        clients = {name: ReplicaSet(VerifierClient(name, url, session, step.retry)) for name, url in urls.items()}
         modes = await _reverify_modes(clients)
         unsafe = False if step.skip_guard else enforce_guard(modes, force=step.force)
         if unsafe:
             log.warning("WARNING: %s Continuing because --force was given.", guard_message(unsafe_servers(modes)))
+        for name, client in clients.items():
+            block = setup.topology.servers[name]
+            if (copies := wanted_replicas(block, modes[name], force=step.force)) > 1:
+                joined = joining(client, lambda url, name=name: VerifierClient(name, url, session, step.retry))
+                growth = add_replicas(fleet, name, copies - 1, joined)
+                stack.push_async_callback(_cancelled, asyncio.create_task(growth))
         files = RunFiles.for_output(step.output, unsafe=unsafe)
         stack.enter_context(exclusive_output(files.output))
         cache = prepare_output(files, step.policy)
@@ -160,7 +170,14 @@ async def _verify(
     return VerificationResult(files, stats, modes, unsafe, plan.height - pending.height)
 
 
-async def _reverify_modes(clients: dict[str, VerifierClient]) -> dict[str, str]:
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    """Copies still starting when the rows are done are not waited for (the fleet stops them)."""
+    task.cancel()
+    with suppress(asyncio.CancelledError):
+        await task
+
+
+async def _reverify_modes(clients: Mapping[str, VerifierClient]) -> dict[str, str]:
     names = sorted(clients)
     try:
         modes = await asyncio.gather(*(clients[name].reverify_mode() for name in names))

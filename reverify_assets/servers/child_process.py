@@ -12,9 +12,8 @@ import sys
 import orjson
 
 from reverify_assets.config.topology import ServerBlock
+from reverify_assets.lib.verifier_wire import READY_PREFIX
 from reverify_assets.servers.hosting import serve_until_stopped
-
-READY_PREFIX = "LISTENING "
 
 
 async def _main() -> None:

@@ -8,6 +8,7 @@ from importlib import import_module
 
 from pydantic import BaseModel, ValidationError
 
+from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.known_fields import model_field_names, unknown_field_problems
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
@@ -27,6 +28,7 @@ class BuiltinServer:
         return getattr(import_module(self.module), self.server_class)
 
 
+# Keyed by the names in ``config.implementations.BUILTIN_TYPES`` (the launcher's layer knows only those).
 BUILTIN_SERVERS: Mapping[str, BuiltinServer] = {
     "mcqa": BuiltinServer("reverify_assets.servers.mcqa.server", "MCQAServerConfig", "MCQAServer"),
     "equivalence_judge": BuiltinServer(
@@ -75,29 +77,3 @@ def builtin_metrics_hooks(block: ServerBlock) -> MetricsHooks | None:
 def build_server(block: ServerBlock) -> ResourcesServer:
     config = validate_builtin_block(block)
     return BUILTIN_SERVERS[block.type].server_type()(config)
-
-
-IMPLEMENTATION_FIELD = "implementation"
-IMPLEMENTATIONS = ("builtin", "nemo_gym")
-
-
-def runs_builtin(block: ServerBlock) -> bool:
-    """Served by this package: a built-in type, unless the block asks for NeMo Gym's own server instead
-    (``implementation: nemo_gym``)."""
-    return block.type in BUILTIN_SERVERS and block.fields.get(IMPLEMENTATION_FIELD) != "nemo_gym"
-
-
-def check_implementation(block: ServerBlock) -> None:
-    implementation = block.fields.get(IMPLEMENTATION_FIELD)
-    if implementation is None:
-        return
-    if implementation not in IMPLEMENTATIONS:
-        raise ReverifyError(
-            f"config: {block.config_path}.{IMPLEMENTATION_FIELD} is {implementation!r}; "
-            f"it is one of {list(IMPLEMENTATIONS)}"
-        )
-    if implementation == "builtin" and block.type not in BUILTIN_SERVERS:
-        raise ReverifyError(
-            f"config: {block.config_path}.{IMPLEMENTATION_FIELD} is 'builtin', but {block.type!r} is not built in "
-            f"(built in: {sorted(BUILTIN_SERVERS)})"
-        )

@@ -30,6 +30,7 @@ from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, desc
 from reverify_assets.lib.payload import build_verify_payload
 from reverify_assets.lib.routed_row import route_result
 from reverify_assets.lib.row_reward import is_masked, numeric_reward
+from reverify_assets.lib.verifier_wire import STALE_PAIR
 from reverify_assets.servers.protocol import (
     MAX_BATCH_ROWS,
     ResourcesServer,
@@ -38,7 +39,6 @@ from reverify_assets.servers.protocol import (
     read_json_object,
     verify_one,
 )
-from reverify_assets.verifier.client import STALE_PAIR
 
 NDJSON = "application/x-ndjson"
 

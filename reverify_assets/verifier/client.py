@@ -13,11 +13,9 @@ import orjson
 from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
 from reverify_assets.lib.row_reward import reward_number
-from reverify_assets.verifier.retry import RetryPolicy, is_retryable_status
+from reverify_assets.lib.verifier_wire import STALE_PAIR, RetryPolicy, is_retryable_status
 
 JSON_HEADERS = {"Content-Type": "application/json"}
-# ``/reverify_batch``: the two stored rows do not make a verify request for their key.
-STALE_PAIR = 409
 Outcome = TypeVar("Outcome")
 
 

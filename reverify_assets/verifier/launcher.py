@@ -15,6 +15,7 @@ and the aggregation share one NeMo Gym server, whose start costs seconds.
 from __future__ import annotations
 
 import logging
+import select
 import selectors
 import socket
 import subprocess
@@ -32,14 +33,14 @@ from typing import IO, Any
 
 import orjson
 
+from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.gym.installation import NemoGymInstallation, find_installation
 from reverify_assets.gym.launch import gym_server_command
 from reverify_assets.gym.server_python import default_cache
 from reverify_assets.lib.child_python import child_environment, module_command
-from reverify_assets.servers.child_process import READY_PREFIX
-from reverify_assets.servers.registry import runs_builtin
+from reverify_assets.lib.verifier_wire import READY_PREFIX
 
 log = logging.getLogger("reverify")
 BUILTIN_STARTUP_S = 30.0
@@ -60,6 +61,7 @@ class _Child:
     ready: bool = False
     borrowed: bool = False  # from prestarted_servers, which stops it
     companions: list[_Child] = field(default_factory=list)  # started for it (a judge's model server), stopped with it
+    started_at: float = field(default_factory=time.monotonic)
 
 
 class ServerFleet:
@@ -94,6 +96,24 @@ class ServerFleet:
             child = self._children[position] = _await_ready(child, self.config)
             urls[child.block.instance] = child.url  # type: ignore[assignment]
         return urls  # type: ignore[return-value]
+
+    def add_replicas(self, instance: str, count: int) -> list[_Child]:
+        """Start ``count`` more copies of the server of ``instance``, stopped with the fleet; see ``replica_url``."""
+        block = next(block for block in self.blocks if block.instance == instance)
+        started = [_spawn(block, self.config) for _ in range(count)]
+        self._children.extend(started)
+        return started
+
+    def replica_url(self, child: _Child) -> str | None:
+        """The URL of a copy from ``add_replicas`` once it answers, None while it starts (without waiting: an
+        event loop asks again later); a ReverifyError when it exited or did not answer in time."""
+        if child.ready:
+            return child.url
+        for server in [*child.companions, child]:
+            if not server.ready and not _answering_now(server):
+                return None
+            server.ready = True
+        return child.url
 
     def stop(self) -> None:
         _stop([child for child in self._children if not child.borrowed])
@@ -216,13 +236,13 @@ def _await_gym_servers(child: _Child) -> None:
         _await_answering(server)
 
 
-def _startup_deadline(block: ServerBlock, default: float) -> float:
-    return time.monotonic() + float(block.fields.get(STARTUP_TIMEOUT_FIELD) or default)
+def _startup_limit(block: ServerBlock, builtin: bool) -> float:
+    return float(block.fields.get(STARTUP_TIMEOUT_FIELD) or (BUILTIN_STARTUP_S if builtin else GYM_STARTUP_S))
 
 
 def _await_announced(child: _Child) -> None:
     assert child.process.stdout is not None
-    deadline = _startup_deadline(child.block, BUILTIN_STARTUP_S)
+    deadline = child.started_at + _startup_limit(child.block, builtin=True)
     with selectors.DefaultSelector() as selector:
         selector.register(child.process.stdout, selectors.EVENT_READ)
         while (remaining := deadline - time.monotonic()) > 0:
@@ -246,13 +266,13 @@ class _PortTaken(Exception):
 def _await_answering(child: _Child) -> None:
     """Until the server's ``/reverify_mode`` answers; its guard exiting first means the server did."""
     assert child.process.stdout is not None and child.url is not None
-    started = time.monotonic()
-    deadline = _startup_deadline(child.block, GYM_STARTUP_S)
+    limit = _startup_limit(child.block, builtin=False)
+    deadline = child.started_at + limit
     with selectors.DefaultSelector() as selector:
         selector.register(child.process.stdout, selectors.EVENT_READ)
         while time.monotonic() < deadline:
             if _answers(child.url):
-                took = time.monotonic() - started
+                took = time.monotonic() - child.started_at
                 log.info("reverify: NeMo Gym's %s server answered after %.1f s", child.block.type, took)
                 return
             # The guard prints its one line at once, then nothing until it exits: readable at EOF means it exited.
@@ -268,14 +288,35 @@ def _await_answering(child: _Child) -> None:
                 )
     raise ReverifyError(
         f"NeMo Gym's {child.block.type} server for {child.block.instance!r} did not answer at {child.url} within "
-        f"{deadline - started:.0f} s (the block's `{STARTUP_TIMEOUT_FIELD}` sets the limit). The last lines of its log "
+        f"{limit:.0f} s (the block's `{STARTUP_TIMEOUT_FIELD}` sets the limit). The last lines of its log "
         f"({child.log_path}):\n{_tail(child.output) or '(empty)'}"
     )
 
 
-def _answers(url: str) -> bool:
+def _answering_now(child: _Child) -> bool:
+    """One look, without waiting, at whether ``child`` is ready; raises when it never will be."""
+    assert child.process.stdout is not None
+    if time.monotonic() > child.started_at + _startup_limit(child.block, child.url is None):
+        raise ReverifyError(
+            f"a copy of resources server {child.block.instance!r} did not answer in time: {_tail(child.output)}"
+        )
+    readable, _, _ = select.select([child.process.stdout], [], [], 0)
+    line = child.process.stdout.readline() if readable else None
+    if child.url is None and line and line.decode(errors="replace").startswith(READY_PREFIX):
+        child.url = line.decode().strip().removeprefix(READY_PREFIX)
+        return True
+    if line == b"":  # EOF: the child (or the guard, for a NeMo Gym server) exited
+        child.process.wait()
+        raise ReverifyError(
+            f"a copy of resources server {child.block.instance!r} exited with code {child.process.returncode} "
+            f"before it answered: {_tail(child.output) or 'no output'}"
+        )
+    return child.url is not None and _answers(child.url, timeout=0.5)
+
+
+def _answers(url: str, timeout: float = 5) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/reverify_mode", timeout=5) as reply:
+        with urllib.request.urlopen(f"{url}/reverify_mode", timeout=timeout) as reply:
             reply.read()
     except urllib.error.HTTPError:
         return True  # it is serving: what it thinks of the route is the client's business

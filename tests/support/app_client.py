@@ -10,8 +10,8 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from reverify_assets.lib.verifier_wire import RetryPolicy
 from reverify_assets.verifier.client import VerifierClient
-from reverify_assets.verifier.retry import RetryPolicy
 
 
 @asynccontextmanager

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from reverify_assets.config.implementations import BUILTIN_TYPES
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.gym import installation as installation_module
@@ -31,6 +32,7 @@ from reverify_assets.gym.server_python import added_requirements, server_python
 from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.pipeline import preparation
 from reverify_assets.pipeline.preparation import load_verifier_setup
+from reverify_assets.servers.registry import BUILTIN_SERVERS
 
 
 @pytest.mark.parametrize(
@@ -380,3 +382,7 @@ def test_the_judges_model_is_part_of_the_verifier_config(
     changed = json.loads(json.dumps(JUDGE_CONFIG))
     changed["policy_model"]["responses_api_models"]["openai_model"][field] = value
     assert (config_hash_of(JUDGE_CONFIG, tmp_path) != config_hash_of(changed, tmp_path)) is changes_the_hash
+
+
+def test_the_launchers_list_of_built_in_types_is_the_registrys() -> None:
+    assert BUILTIN_TYPES == set(BUILTIN_SERVERS)

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from reverify_assets.lib.verifier_wire import RetryPolicy
 from reverify_assets.servers.judge.prompt import DEFAULT_PROMPT_TEMPLATE, check_template
 from reverify_assets.servers.judge.verdict import EQUAL_LABEL, NOT_EQUAL_LABEL
-from reverify_assets.verifier.retry import RetryPolicy
 
 DEFAULT_LOCAL_JUDGE_URL = "http://127.0.0.1:8765"
 DEFAULT_JUDGE_MODEL = "local-equivalence-judge"

@@ -18,9 +18,9 @@ from typing import Any
 import aiohttp
 import orjson
 
+from reverify_assets.lib.verifier_wire import RetryPolicy, is_retryable_status
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed
 from reverify_assets.servers.judge.redaction import Redactor
-from reverify_assets.verifier.retry import RetryPolicy, is_retryable_status
 
 Sleep = Callable[[float], Awaitable[Any]]
 BODY_SNIPPET_CHARS = 500

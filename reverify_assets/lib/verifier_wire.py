@@ -1,4 +1,6 @@
-"""Which verifier failures are worth another try, and how long to wait before it."""
+"""What our client and our servers agree on besides NeMo Gym's HTTP protocol: which verifier failures are worth
+another try and how long to wait before it, the line a started built-in server announces itself with, and the
+status of a stored pair that does not make a verify request."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import random
 from pydantic import BaseModel, Field
 
 RETRYABLE_STATUSES = frozenset({408, 429})
+READY_PREFIX = "LISTENING "  # then the server's URL, on its stdout (``servers.child_process``)
+STALE_PAIR = 409  # ``/reverify_batch``: the two stored rows do not make a verify request for their key
 _JITTER = random.Random()
 
 

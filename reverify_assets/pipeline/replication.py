@@ -1,0 +1,85 @@
+"""How many copies of each server a verify step runs, and adding them as they come up.
+
+A server that says it is stateless (``/reverify_mode``) grades each request from the request and its config
+alone, so copies of it give the same answers: one server process is otherwise the pace of a run (NeMo Gym's
+servers spend milliseconds of CPU a row). Under ``--force`` the user vouches for any server. ``replicas: N`` in
+a block sets the number; one of NeMo Gym's stateless servers gets one per core unless told otherwise. A built-in
+server gets one: it grades a row in tens of microseconds, the run's own process does as much work again, and a
+second copy on 2 cores made 100,000 rows slower (13.4 s with one, 14.9-17.2 s with two). The extra copies start
+once the first has answered, so they do not slow the first request; rows go to them as they join.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+
+from reverify_assets.config.implementations import runs_builtin
+from reverify_assets.config.topology import ServerBlock
+from reverify_assets.errors import ReverifyError
+from reverify_assets.verifier.client import VerifierClient
+from reverify_assets.verifier.launcher import ServerFleet
+from reverify_assets.verifier.replicas import ReplicaSet
+
+log = logging.getLogger("reverify")
+REPLICAS_FIELD = "replicas"
+STATELESS = "stateless"
+POLL_S = 0.1
+
+
+def check_replicas_field(block: ServerBlock) -> None:
+    given = block.fields.get(REPLICAS_FIELD)
+    if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
+        raise ReverifyError(f"config: {block.config_path}.{REPLICAS_FIELD} is {given!r}; it is a whole number >= 1")
+
+
+def wanted_replicas(block: ServerBlock, mode: str, *, force: bool, cores: int | None = None) -> int:
+    if block.url:
+        return 1  # not ours to start
+    given = block.fields.get(REPLICAS_FIELD)
+    if mode != STATELESS and not force:
+        if given is not None and given > 1:
+            log.warning(
+                "WARNING: %s runs as 1 process, not %d: it is not declared stateless (reverify_mode %s); "
+                "--force runs copies of it anyway",
+                block.config_path,
+                given,
+                mode,
+            )
+        return 1
+    if given is not None:
+        return int(given)
+    if mode != STATELESS or runs_builtin(block):
+        return 1
+    return cores or os.cpu_count() or 1
+
+
+async def add_replicas(fleet: ServerFleet, instance: str, count: int, joined: Callable[[str], int]) -> None:
+    """Start ``count`` copies and hand each to ``joined`` (which answers how many copies there are now) as soon
+    as it answers; one that fails is left out, and said."""
+    waiting = fleet.add_replicas(instance, count)
+    log.info("reverify: starting %d more copies of %r", count, instance)
+    while waiting:
+        await asyncio.sleep(POLL_S)
+        for child in list(waiting):
+            try:
+                url = fleet.replica_url(child)
+            except ReverifyError as exc:
+                waiting.remove(child)
+                log.warning("WARNING: %s; going on without it", exc)
+                continue
+            if url is not None:
+                waiting.remove(child)
+                log.info("reverify: a copy of %r joined at %s (%d copies)", instance, url, joined(url))
+
+
+def joining(replicas: ReplicaSet, client_for: Callable[[str], VerifierClient]) -> Callable[[str], int]:
+    """``add_replicas``'s ``joined`` for the copies a run's client sends rows to."""
+
+    def join(url: str) -> int:
+        replicas.add(client_for(url))
+        return len(replicas.replicas)
+
+    return join
