@@ -1,25 +1,99 @@
-"""``reverify serve``: the configured built-in resources servers, in the foreground until Ctrl-C."""
+"""``reverify serve``: the config's resources servers, in the foreground until Ctrl-C, for rescorings that reach them
+by ``url``.
+
+A built-in server that runs as one copy is served in this process. NeMo Gym's own servers, and servers that run as
+several copies (``replicas``, see ``pipeline.replication``), are started as for a run; several copies sit behind
+one address (``verifier.balancer``: the block's ``port``, else a free one) that sends each request to the copy
+with the fewest in flight.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
+import orjson
+from aiohttp import web
+
+from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
-from reverify_assets.pipeline.preparation import load_verifier_setup
-from reverify_assets.servers.hosting import serve_until_stopped
+from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
+from reverify_assets.pipeline.replication import REPLICAS_FIELD, add_replicas, wanted_replicas
+from reverify_assets.servers.hosting import bind_loopback, serve_until_stopped
+from reverify_assets.verifier.balancer import Balancer
+from reverify_assets.verifier.launcher import ServerFleet
+
+
+def announce(block: ServerBlock, url: str, copies: int = 1) -> None:
+    more = f" ({copies} copies)" if copies > 1 else ""
+    print(f"{block.instance} ({block.type}) listening on {url}{more}", flush=True)
 
 
 def serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
     setup = load_verifier_setup([Path(p) for p in args.config], overrides)
     blocks = [block for block in setup.topology.servers.values() if not block.url]
     if not blocks:
-        raise ReverifyError("the config names no built-in server to run (every server block has a `url:`)")
-
-    def announce(block: ServerBlock, url: str) -> None:
-        print(f"{block.instance} ({block.type}) listening on {url}", flush=True)
-
-    asyncio.run(serve_until_stopped(blocks, on_listening=announce))
+        raise ReverifyError("the config names no server to run (every server block has a `url:`)")
+    here = [block for block in blocks if runs_builtin(block) and int(block.fields.get(REPLICAS_FIELD) or 1) == 1]
+    started = [block for block in blocks if block not in here]
+    fleet = ServerFleet(started, setup.config)
+    with fleet as urls:
+        asyncio.run(_serve(setup, here, fleet, urls))
     print("servers stopped", flush=True)
+
+
+async def _serve(setup: VerifierSetup, here: list[ServerBlock], fleet: ServerFleet, urls: dict[str, str]) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    runners: list[web.AppRunner] = []
+    growth: list[asyncio.Task[None]] = []
+    try:
+        for block in fleet.blocks:
+            mode = await asyncio.to_thread(_reverify_mode, urls[block.instance])
+            copies = wanted_replicas(block, mode, force=setup.config.get("force") is True)
+            if copies == 1 and not block.fields.get("port"):
+                announce(block, urls[block.instance])
+                continue
+            balancer = Balancer(urls[block.instance])
+            runner = web.AppRunner(balancer.app(), access_log=None, handle_signals=False)
+            await runner.setup()
+            runners.append(runner)
+            sock = bind_loopback(int(block.fields.get("port") or 0))
+            await web.SockSite(runner, sock).start()
+            announce(block, f"http://127.0.0.1:{sock.getsockname()[1]}", copies)
+            if copies > 1:
+                growth.append(asyncio.create_task(add_replicas(fleet, block.instance, copies - 1, _adder(balancer))))
+        await serve_until_stopped(here, on_listening=announce, stop=stop)
+    finally:
+        for task in growth:
+            task.cancel()
+        for runner in runners:
+            await runner.cleanup()
+
+
+def _adder(balancer: Balancer) -> Callable[[str], int]:
+    def join(url: str) -> int:
+        balancer.add(url)
+        return len(balancer.replicas)
+
+    return join
+
+
+def _reverify_mode(url: str) -> str:
+    try:
+        with urllib.request.urlopen(f"{url}/reverify_mode", timeout=30) as reply:
+            return str(orjson.loads(reply.read())).lower()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return "unknown"  # a server without the route declares nothing, as the run's client reads it
+        raise ReverifyError(f"GET {url}/reverify_mode answered HTTP {exc.code}") from exc

@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
 from reverify_assets.gym.installation import PYTHON_KEY, RESOURCES_SERVERS, find_installation
-from tests.support.cli import REVERIFY, run_args
+from tests.support.cli import (
+    CONFORMANCE,
+    CONFORMANCE_INPUTS,
+    CONFORMANCE_ROLLOUTS,
+    REVERIFY,
+    read_jsonl,
+    row_key,
+    run_args,
+)
 from tests.support.nemo_gym import SERVERS_DATA, gym_env, nemo_gym_python, processes_in
 
 pytestmark = pytest.mark.slow
@@ -187,3 +198,49 @@ def test_the_server_is_stopped_however_the_command_ends(tmp_path: Path, python: 
             except ProcessLookupError:
                 pass
         cli.wait()
+
+
+def test_serve_hosts_copies_of_a_nemo_gym_server_behind_one_address(tmp_path: Path, python: Path) -> None:
+    """`reverify serve` for rescorings that reach the server by url: two copies of NeMo Gym's mcqa, one address."""
+    folder = server_folder(python, "mcqa")
+    log = tmp_path / "serve.log"
+    overrides = ["++mcqa.resources_servers.mcqa.implementation=nemo_gym", "++mcqa.resources_servers.mcqa.replicas=2"]
+    with log.open("wb") as sink:
+        serve = subprocess.Popen(
+            [REVERIFY, "serve", "--config", str(SERVERS_DATA / "mcqa" / "config.yaml"), *overrides],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=gym_env(tmp_path / "home", python),
+            start_new_session=True,
+        )
+    try:
+        wait_until(lambda: "joined" in log.read_text() or serve.poll() is not None, 300, "the second copy joined")
+        announced = re.search(r"mcqa \(mcqa\) listening on (http://127\.0\.0\.1:\d+) \(2 copies\)", log.read_text())
+        assert announced, log.read_text()
+        url = announced.group(1)
+        config = tmp_path / "remote.yaml"
+        config.write_text(f"mcqa:\n  resources_servers:\n    mcqa:\n      url: {url}\n")
+        output = tmp_path / "out.jsonl"
+        done = subprocess.run(
+            [REVERIFY, *map(str, run_args(config, CONFORMANCE_INPUTS, CONFORMANCE_ROLLOUTS, output))],
+            capture_output=True,
+            text=True,
+            env=gym_env(tmp_path / "home", python),
+            timeout=CLI_LIMIT_S,
+        )
+        assert done.returncode == 0, done.stderr
+        expected = {
+            row_key(row): row["row_default"]["reward"] for row in read_jsonl(CONFORMANCE / "expected_by_mode.jsonl")
+        }
+        assert {row_key(row): row["reward"] for row in read_jsonl(output)} == expected
+        with urllib.request.urlopen(f"{url}/_replicas", timeout=30) as reply:
+            copies = json.loads(reply.read())
+        assert len(copies) == 2 and all(copy["served"] > 0 for copy in copies), copies
+        os.killpg(serve.pid, signal.SIGINT)
+        assert serve.wait(timeout=120) == 0, log.read_text()
+        assert "servers stopped" in log.read_text()
+        wait_until(lambda: not processes_in(folder), 60, "both copies stopped")
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait()
