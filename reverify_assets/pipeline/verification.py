@@ -150,8 +150,7 @@ async def _verify(
         pairs = stack.enter_context(PairReader(step.inputs, step.responses))
         names = list(clients)
         stored_limits = await asyncio.gather(*(clients[name].stored_rows_limit() for name in names))
-        batch_limits = await asyncio.gather(*(clients[name].batch_limit() for name in names))
-        limits = {name: stored or batch for name, stored, batch in zip(names, stored_limits, batch_limits, strict=True)}
+        limits = {name: stored or 1 for name, stored in zip(names, stored_limits, strict=True)}
         stats = await verify_plan(
             pending,
             pairs,

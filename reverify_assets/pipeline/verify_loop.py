@@ -112,16 +112,14 @@ def _settle_stored(
     return _Settled(planned.key, routed, pair.stored_reward, pair.stored_masked)
 
 
-async def _verify_batch(
+async def _verify_row(
     client: VerifierClient, batch: list[_Planned], stamp: dict[str, str], slots: asyncio.Semaphore
 ) -> list[_Settled]:
-    bodies = [orjson.dumps(planned.payload) for planned in batch]
+    """The batch of one row a server without ``/reverify_batch`` is sent: one ``/verify``."""
+    (planned,) = batch
     async with slots:
-        if len(batch) == 1:
-            outcomes = [await client.verify(bodies[0])]
-        else:
-            outcomes = await client.verify_batch(bodies)
-    return [_settle(planned, outcome, stamp) for planned, outcome in zip(batch, outcomes, strict=True)]
+        outcome = await client.verify(orjson.dumps(planned.payload))
+    return [_settle(planned, outcome, stamp)]
 
 
 async def _reverify_stored_batch(
@@ -155,18 +153,18 @@ async def verify_plan(
     on_progress: Callable[[VerifyStats], None] | None = None,
     progress_every_s: float = 5.0,
 ) -> VerifyStats:
-    """``batch_rows``: rows per request by server (see :func:`batch_sizes`); 1 (the default) is one
-    ``/verify`` per row, and ``concurrency`` rows in flight is then ``concurrency`` requests.
-    ``stored_rows``: the servers whose ``/reverify_batch`` takes the stored lines as they are (none by default).
+    """``stored_rows``: the servers whose ``/reverify_batch`` takes the stored lines as they are (none by default);
+    the others get one ``/verify`` per row, and ``concurrency`` rows in flight is then ``concurrency`` requests.
+    ``batch_rows``: rows per ``/reverify_batch`` request by server (see :func:`batch_sizes`; 1 by default).
     """
     stats = VerifyStats(planned=plan.height)
-    sizes = {server: (batch_rows or {}).get(server, 1) for server in clients}
+    sends_stored = {server: bool((stored_rows or {}).get(server)) for server in clients}
+    sizes = {server: (batch_rows or {}).get(server, 1) if sends_stored[server] else 1 for server in clients}
     slots = asyncio.Semaphore(max(1, concurrency // min(sizes.values(), default=1)))
     # Twice the in-flight limit keeps the server busy while results are being written.
     room = asyncio.Semaphore(2 * concurrency)
     settled_rows: asyncio.Queue[_Settled | BaseException | None] = asyncio.Queue()
     running: set[asyncio.Task[list[_Settled]]] = set()
-    sends_stored = {server: bool((stored_rows or {}).get(server)) for server in clients}
 
     def hand_over(task: asyncio.Task[list[_Settled]]) -> None:
         running.discard(task)
@@ -182,7 +180,7 @@ async def verify_plan(
         if sends_stored[server]:
             work = _reverify_stored_batch(clients[server], batch, stamps[server], slots, pairs)
         else:
-            work = _verify_batch(clients[server], batch, stamps[server], slots)
+            work = _verify_row(clients[server], batch, stamps[server], slots)
         task = asyncio.create_task(work)
         running.add(task)
         task.add_done_callback(hand_over)

@@ -1,16 +1,8 @@
-"""The aiohttp app around any ``ResourcesServer``: NeMo Gym's routes, and two batch routes of our own.
+"""The aiohttp app around any ``ResourcesServer``: NeMo Gym's routes, and a batch route of our own.
 
-Besides NeMo Gym's routes, built-in servers advertise a batch route, ``/verify_batch``: at a few
-thousand rows a second, one HTTP exchange per row costs both sides more than grading the row.
-
-* ``GET /verify_batch`` answers ``{"max_rows": N}``; a server without the route answers 404, and
-  clients then send one row per ``/verify``.
-* ``POST /verify_batch`` takes ``{"requests": [<verify body>, ...]}`` (at most N) and answers
-  ``{"results": [...]}`` in the same order, each ``{"status": 200, "response": <verify answer>}`` or
-  ``{"status": 422 | 500, "detail": "..."}``: exactly what ``/verify`` would have answered that row.
-  A server whose ``verify`` waits (a judge) verifies the rows concurrently, as separate ``/verify``
-  requests would be; one that only computes, one after another (``ResourcesServer.verify_waits``).
-* ``/reverify_batch``: stored rows in, lines to store out (see ``stored_rows``).
+Besides NeMo Gym's routes, built-in servers take ``/reverify_batch``: stored rows in, lines to store out (see
+``stored_rows``). At a few thousand rows a second, one HTTP exchange per row costs both sides more than grading
+the row. A client of a server without it (NeMo Gym's) sends one ``/verify`` per row.
 """
 
 from __future__ import annotations
@@ -20,13 +12,10 @@ from collections.abc import Mapping
 from aiohttp import web
 
 from reverify_assets.servers.protocol import (
-    MAX_BATCH_ROWS,
     BadVerifyRequest,
     ResourcesServer,
-    each_row,
     json_response,
     read_json_object,
-    verify_one,
 )
 from reverify_assets.servers.stored_rows import add_stored_rows_routes
 
@@ -38,19 +27,6 @@ def build_app(server: ResourcesServer) -> web.Application:
             return json_response(await server.verify(body))
         except BadVerifyRequest as exc:
             return json_response({"detail": str(exc)}, status=422)
-
-    async def batch_limits(_: web.Request) -> web.Response:
-        return json_response({"max_rows": MAX_BATCH_ROWS})
-
-    async def verify_batch(request: web.Request) -> web.Response:
-        body = await read_json_object(request)
-        requests = body.get("requests")
-        if not isinstance(requests, list):
-            return json_response({"detail": "`requests` must be a list of verify requests"}, status=422)
-        if len(requests) > MAX_BATCH_ROWS:
-            return json_response({"detail": f"at most {MAX_BATCH_ROWS} requests per batch"}, status=413)
-        results = await each_row(server, (verify_one(server, row) for row in requests))
-        return json_response({"results": results})
 
     async def reverify_mode(_: web.Request) -> web.Response:
         return json_response(server.reverify_mode.value)
@@ -74,8 +50,6 @@ def build_app(server: ResourcesServer) -> web.Application:
     app.on_startup.append(open_server)
     app.on_cleanup.append(close_server)
     app.router.add_post("/verify", verify)
-    app.router.add_get("/verify_batch", batch_limits)
-    app.router.add_post("/verify_batch", verify_batch)
     app.router.add_get("/reverify_mode", reverify_mode)
     app.router.add_post("/aggregate_metrics", aggregate_metrics)
     add_stored_rows_routes(app, server)

@@ -1,8 +1,8 @@
 """``/reverify_batch``: a built-in server re-scores stored rows and answers the lines to store.
 
-The CLI already holds each row as two stored lines, its materialized input and its rollout. Through
-``/verify_batch`` it parsed both, built and serialised the verify request, then parsed the answer and
-serialised it again to stamp it: more than half the CLI's time went on those round trips. Here it sends the
+The CLI already holds each row as two stored lines, its materialized input and its rollout. Building the verify
+request itself, it parsed both, built and serialised the request, then parsed the answer and serialised it
+again to stamp it: more than half the CLI's time went on those round trips. Here it sends the
 two lines as they are, and the server, which parses its request anyway, builds the verify request as the
 CLI would (``build_verify_payload``), grades it, stamps the result and answers the line to store
 (``route_result``): each row is parsed once and serialised once, and the file holds the same bytes.

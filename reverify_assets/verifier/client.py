@@ -58,33 +58,16 @@ class VerifierClient:
 
     async def stored_rows_limit(self) -> int:
         """Rows per ``/reverify_batch`` request the server takes; 0 when it has no such route (NeMo Gym's
-        servers), and the CLI then builds each verify request itself."""
-        return await self._limit("/reverify_batch", unsupported=0)
-
-    async def batch_limit(self) -> int:
-        """Rows per ``/verify_batch`` request the server takes; 1 when it has no such route (NeMo Gym's
-        servers), which means one ``/verify`` per row."""
-        return await self._limit("/verify_batch", unsupported=1)
-
-    async def _limit(self, route: str, *, unsupported: int) -> int:
+        servers), and the CLI then builds each verify request itself, one ``/verify`` per row."""
         try:
-            async with self.session.get(f"{self.base_url}{route}", timeout=self._timeout) as reply:
+            async with self.session.get(f"{self.base_url}/reverify_batch", timeout=self._timeout) as reply:
                 if reply.status != 200:
-                    return unsupported
+                    return 0
                 limits = orjson.loads(await reply.read())
         except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
-            return unsupported
+            return 0
         max_rows = limits.get("max_rows") if isinstance(limits, dict) else None
-        return max_rows if isinstance(max_rows, int) and max_rows > 1 else unsupported
-
-    async def verify_batch(self, bodies: list[bytes]) -> list[VerifyOutcome]:
-        """Each body's outcome, in order, by ``/verify_batch``; rows the server could not grade for a
-        retryable reason are sent again (alone with their kind), as ``verify`` retries one row."""
-
-        def request(waiting: list[int]) -> bytes:
-            return b'{"requests":[' + b",".join(bodies[index] for index in waiting) + b"]}"
-
-        return await self._batch("/verify_batch", len(bodies), request, _settle_verify_batch, _failed_verify)
+        return max_rows if isinstance(max_rows, int) and max_rows > 1 else 0
 
     async def reverify_batch(self, rows: list[bytes], stamp: bytes) -> list[StoredRowOutcome]:
         """Each stored row's outcome, in order, by ``/reverify_batch`` (see ``servers.stored_rows``): each of
@@ -173,28 +156,6 @@ class VerifierClient:
         return metrics
 
 
-def _settle_verify_batch(
-    payload: bytes, sent: list[int], outcomes: list[VerifyOutcome | None], last_errors: dict[int, str]
-) -> list[int]:
-    try:
-        results = orjson.loads(payload).get("results")
-    except (orjson.JSONDecodeError, AttributeError):
-        results = None
-    if not isinstance(results, list) or len(results) != len(sent):
-        error = f"the verify_batch reply does not hold {len(sent)} results: {_short(payload)}"
-        for index in sent:
-            outcomes[index] = VerifyOutcome(None, error)
-        return []
-    again = []
-    for index, result in zip(sent, results, strict=True):
-        status = result.get("status") if isinstance(result, dict) else None
-        if status == 200:
-            outcomes[index] = _verify_outcome(result.get("response"), payload)
-        elif (error := _retry_or_error(index, status, result, again, last_errors)) is not None:
-            outcomes[index] = VerifyOutcome(None, error)
-    return again
-
-
 def _settle_reverify_batch(
     payload: bytes, sent: list[int], outcomes: list[StoredRowOutcome | None], last_errors: dict[int, str]
 ) -> list[int]:
@@ -267,10 +228,6 @@ def _retry_or_error(index: int, status: Any, result: Any, again: list[int], last
 def _error(status: Any, result: Any) -> str:
     detail = result.get("detail") if isinstance(result, dict) else result
     return f"HTTP {status}: {_short(orjson.dumps(detail))}"
-
-
-def _failed_verify(error: str) -> VerifyOutcome:
-    return VerifyOutcome(None, error)
 
 
 def _failed_stored(error: str) -> StoredRowOutcome:

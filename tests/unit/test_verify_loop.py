@@ -104,55 +104,18 @@ def test_every_written_row_is_tallied_against_the_reward_its_rollout_stored(tmp_
     assert flips.mean_delta == pytest.approx((9 - 9.5) / 18)
 
 
-class BatchClient(Client):
-    def __init__(self) -> None:
-        super().__init__()
-        self.batch_sizes: list[int] = []
-
-    async def verify_batch(self, bodies: list[bytes]) -> list[VerifyOutcome]:
-        self.batch_sizes.append(len(bodies))
-        await asyncio.sleep(0)
-        return [VerifyOutcome({"reward": 0.5}) for _ in bodies]
-
-
-def test_batches_never_exceed_their_size_and_every_row_lands_once(tmp_path: Path) -> None:
-    files = RunFiles.for_output(tmp_path / "out.jsonl")
-    client = BatchClient()
-    stats = asyncio.run(
-        verify_plan(plan(100), Pairs(), {"s": client}, files, {"s": {}}, concurrency=16, batch_rows={"s": 4})
-    )
-    assert sorted(written_tasks(files)) == list(range(100)) and stats.verified == 100
-    assert max(client.batch_sizes) == 4 and sum(client.batch_sizes) == 100
-
-
-def test_half_filled_batches_of_many_servers_cannot_stall_the_run(tmp_path: Path) -> None:
-    servers = [f"s{index}" for index in range(5)]
-    rows = plan(60).with_columns(pl.Series("server", [servers[task % 5] for task in range(60)]))
-    clients = {server: BatchClient() for server in servers}
-    files = RunFiles.for_output(tmp_path / "out.jsonl")
-    # Room for 2 × 2 rows, while five servers each wait for 16 rows to fill a batch.
-    run = verify_plan(
-        rows,
-        Pairs(),
-        clients,
-        files,
-        {server: {} for server in servers},
-        concurrency=2,
-        batch_rows=dict.fromkeys(servers, 16),
-    )
-    stats = asyncio.run(asyncio.wait_for(run, timeout=10))
-    assert sorted(written_tasks(files)) == list(range(60)) and stats.verified == 60
-
-
 class StoredRowsClient:
     """A ``/reverify_batch`` client: ``failing`` tasks get an error, ``stale`` ones a 409; the rest pass."""
 
     def __init__(self, failing: frozenset[int] = frozenset(), stale: frozenset[int] = frozenset()) -> None:
         self.failing, self.stale = failing, stale
         self.rows: list[bytes] = []
+        self.batch_sizes: list[int] = []
 
     async def reverify_batch(self, rows: list[bytes], stamp: bytes) -> list[StoredRowOutcome]:
         self.rows += rows
+        self.batch_sizes.append(len(rows))
+        await asyncio.sleep(0)
         outcomes = []
         for row in rows:
             task = orjson.loads(row)[0]
@@ -173,6 +136,52 @@ class StoredPairs(Pairs):
 
 def stored_plan(rows: int) -> pl.DataFrame:
     return plan(rows).with_columns(pl.col("task").alias("input_offset"), (pl.col("task") * 10).alias("rollout_offset"))
+
+
+def test_batches_never_exceed_their_size_and_every_row_lands_once(tmp_path: Path) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    client = StoredRowsClient()
+    run = verify_plan(
+        stored_plan(100),
+        StoredPairs(),
+        {"s": client},
+        files,
+        {"s": {}},
+        concurrency=16,
+        batch_rows={"s": 4},
+        stored_rows={"s": True},
+    )
+    stats = asyncio.run(run)
+    assert sorted(written_tasks(files)) == list(range(100)) and stats.verified == 100
+    assert max(client.batch_sizes) == 4 and sum(client.batch_sizes) == 100
+
+
+def test_a_server_without_stored_rows_gets_one_row_a_request_whatever_its_batch_size(tmp_path: Path) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    stats = asyncio.run(
+        verify_plan(plan(20), Pairs(), {"s": Client()}, files, {"s": {}}, concurrency=8, batch_rows={"s": 4})
+    )
+    assert sorted(written_tasks(files)) == list(range(20)) and stats.verified == 20
+
+
+def test_half_filled_batches_of_many_servers_cannot_stall_the_run(tmp_path: Path) -> None:
+    servers = [f"s{index}" for index in range(5)]
+    rows = stored_plan(60).with_columns(pl.Series("server", [servers[task % 5] for task in range(60)]))
+    clients = {server: StoredRowsClient() for server in servers}
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    # Room for 2 × 2 rows, while five servers each wait for 16 rows to fill a batch.
+    run = verify_plan(
+        rows,
+        StoredPairs(),
+        clients,
+        files,
+        {server: {} for server in servers},
+        concurrency=2,
+        batch_rows=dict.fromkeys(servers, 16),
+        stored_rows=dict.fromkeys(servers, True),
+    )
+    stats = asyncio.run(asyncio.wait_for(run, timeout=60))
+    assert sorted(written_tasks(files)) == list(range(60)) and stats.verified == 60
 
 
 def test_stored_rows_go_out_as_their_two_lines_and_come_back_as_the_lines_to_store(tmp_path: Path) -> None:

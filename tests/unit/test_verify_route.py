@@ -1,4 +1,4 @@
-"""``/verify_batch``: the built-in servers' batch route, and the client that uses it or falls back to ``/verify``."""
+"""``/verify``: one row a request, as the client sends it to NeMo Gym's servers, retries included."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from reverify_assets.servers.app import build_app
-from reverify_assets.servers.protocol import MAX_BATCH_ROWS, BadVerifyRequest, ResourcesServer
+from reverify_assets.servers.protocol import BadVerifyRequest, ResourcesServer
 from reverify_assets.verifier.client import VerifyOutcome
 from tests.support.app_client import client_for, run
 
@@ -36,52 +36,36 @@ class ScriptedServer(ResourcesServer):
         return {"id": body["id"], "reward": 1.0}
 
 
-def bodies(*actions: str) -> list[bytes]:
-    return [orjson.dumps({"id": f"r{index}", "do": action}) for index, action in enumerate(actions)]
+def body(action: str) -> bytes:
+    return orjson.dumps({"id": "r0", "do": action})
 
 
 @pytest.mark.parametrize(
-    ("action", "reward", "error"),
+    ("action", "reward", "error", "attempts"),
     [
-        ("ok", 1.0, None),
-        ("flaky", 1.0, None),  # a 500 for one row is retried for that row alone
-        ("bad", None, 'HTTP 422: "row r1 is malformed"'),
-        ("boom", None, 'HTTP 500: "RuntimeError: grader crashed" (after 3 attempts)'),
-        ("no_reward", None, "the verify reply has no `reward`"),
+        ("ok", 1.0, None, 1),
+        ("flaky", 1.0, None, 2),  # a 500 is retried
+        ("bad", None, 'HTTP 422: {"detail":"row r0 is malformed"}', 1),  # the caller's fault: not retried
+        ("boom", None, "HTTP 500: ", 3),
+        ("no_reward", None, "the verify reply has no `reward`", 1),
     ],
 )
-def test_each_row_of_a_batch_settles_as_verify_would_settle_it(action: str, reward: float, error: str | None) -> None:
+def test_a_row_settles_as_its_verify_answer_says(action: str, reward: float, error: str | None, attempts: int) -> None:
     async def test() -> None:
         server = ScriptedServer()
         async with client_for(build_app(server)) as client:
-            assert await client.batch_limit() == MAX_BATCH_ROWS
-            outcomes = await client.verify_batch(bodies("ok", action, "ok"))
-        assert [outcome.result is not None for outcome in (outcomes[0], outcomes[2])] == [True, True]
-        middle = outcomes[1]
-        assert (middle.result or {}).get("reward") == reward
+            outcome = await client.verify(body(action))
+        assert (outcome.result or {}).get("reward") == reward
         if error is None:
-            assert middle.error is None
+            assert outcome.error is None
         else:
-            assert error in (middle.error or "")
-        assert server.attempts["r0"] == 1 and server.attempts["r2"] == 1, "settled rows are never sent again"
+            assert error in (outcome.error or "")
+        assert server.attempts["r0"] == attempts
 
     run(test)
 
 
-def test_oversized_and_malformed_batches_are_refused_whole() -> None:
-    async def test() -> None:
-        async with client_for(build_app(ScriptedServer())) as client:
-            too_many = await client.verify_batch(bodies(*["ok"] * (MAX_BATCH_ROWS + 1)))
-            assert {outcome.error for outcome in too_many} == {
-                f'HTTP 413: {{"detail":"at most {MAX_BATCH_ROWS} requests per batch"}}'
-            }
-            async with client.session.post(f"{client.base_url}/verify_batch", data=b'{"requests": 3}') as reply:
-                assert reply.status == 422
-
-    run(test)
-
-
-def test_a_server_without_the_batch_routes_gets_one_verify_per_row() -> None:
+def test_a_server_without_our_batch_route_gets_one_verify_per_row() -> None:
     async def verify(request: web.Request) -> web.Response:
         return web.json_response({"reward": 0.0, **(await request.json())})
 
@@ -90,9 +74,8 @@ def test_a_server_without_the_batch_routes_gets_one_verify_per_row() -> None:
 
     async def test() -> None:
         async with client_for(app) as client:
-            assert await client.batch_limit() == 1
             assert await client.stored_rows_limit() == 0
-            assert await client.verify(bodies("ok")[0]) == VerifyOutcome({"reward": 0.0, "id": "r0", "do": "ok"})
+            assert await client.verify(body("ok")) == VerifyOutcome({"reward": 0.0, "id": "r0", "do": "ok"})
 
     run(test)
 
@@ -108,15 +91,20 @@ def test_a_batch_runs_its_rows_concurrently_only_for_a_server_that_waits(verify_
             self.most_running = max(self.most_running, self.running)
             await asyncio.sleep(0)
             self.running -= 1
-            return {"id": body["id"], "reward": 1.0}
+            return {"reward": 1.0}
 
     server = CountingServer()
     server.verify_waits = verify_waits
+    rows = [
+        b'[%d,0,{"_ng_task_index":%d,"_ng_rollout_index":0},{"_ng_task_index":%d,"_ng_rollout_index":0,"response":{}}]'
+        % (task, task, task)
+        for task in range(4)
+    ]
 
     async def test() -> None:
         async with client_for(build_app(server)) as client:
-            outcomes = await client.verify_batch(bodies("ok", "ok", "ok", "ok"))
-        assert [(outcome.result or {}).get("id") for outcome in outcomes] == ["r0", "r1", "r2", "r3"]
+            outcomes = await client.reverify_batch(rows, b"null")
+        assert all(outcome.routed is not None for outcome in outcomes)
         assert server.most_running == most_at_once
 
     run(test)
