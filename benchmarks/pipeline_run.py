@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 MCQA_CONFIG = REPO / "configs" / "mcqa.yaml"
 GRADING_MODE_KEY = "mcqa.resources_servers.mcqa.grading_mode"
 SERVER_MODULE_MARK = "reverify_assets.servers"  # in the command line of every built-in server process
+# A NeMo Gym server runs `<its python> app.py` under our `reverify_assets.verifier.process_guard`.
+GYM_SERVER_MARKS = (" app.py", "reverify_assets.verifier.process_guard")
 OUTPUT_ROWS = re.compile(r"^Output:\s+\S.* \((\d+) rows\)", re.MULTILINE)
 FAILURE_ROWS = re.compile(r"^Failures:\s+\S.* \((\d+) written this run\)", re.MULTILINE)
 MEAN_REWARD = re.compile(r"^Mean reward: (\S+)", re.MULTILINE)
@@ -84,7 +87,7 @@ class PipelineRun:
         return self.cli_cpu_s + sum(p.cpu_s for p in self.memory.descendants())
 
     def servers(self) -> list[ProcessPeak]:
-        return [p for p in self.memory.descendants() if SERVER_MODULE_MARK in p.command]
+        return [p for p in self.memory.descendants() if is_server(p.command)]
 
     @property
     def servers_peak_kb(self) -> int:
@@ -93,7 +96,7 @@ class PipelineRun:
     def role(self, process: ProcessPeak) -> str:
         if process.pid == self.memory.root_pid:
             return "CLI (reverify run)"
-        if SERVER_MODULE_MARK not in process.command:
+        if not is_server(process.command):
             return helper_role(process.command)
         # The verify step's servers start before the last answer; the metrics step starts its own after.
         if self.last_row is None or process.first_seen <= self.last_row:
@@ -102,7 +105,7 @@ class PipelineRun:
 
 
 def is_server(command: str) -> bool:
-    return SERVER_MODULE_MARK in command
+    return SERVER_MODULE_MARK in command or any(mark in command for mark in GYM_SERVER_MARKS)
 
 
 def helper_role(command: str) -> str:
@@ -115,22 +118,33 @@ def helper_role(command: str) -> str:
     return f"other child: {command[:60]}"
 
 
-def run_command_line(reverify: str, data: Dataset, output: Path, concurrency: int, grading_mode: str) -> list[str]:
+def run_command_line(
+    reverify: str, data: Dataset, output: Path, concurrency: int, grading_mode: str, extra: Sequence[str] = ()
+) -> list[str]:
     return [
         reverify, "run", "--config", str(MCQA_CONFIG),
         "--inputs", str(data.inputs), "--rollouts", str(data.rollouts), "--output", str(output),
-        "--concurrency", str(concurrency), f"++{GRADING_MODE_KEY}={grading_mode}",
+        "--concurrency", str(concurrency), f"++{GRADING_MODE_KEY}={grading_mode}", *extra,
     ]  # fmt: skip
 
 
-def run_pipeline(reverify: str, data: Dataset, work: Path, concurrency: int, grading_mode: str) -> PipelineRun:
+def run_pipeline(
+    reverify: str,
+    data: Dataset,
+    work: Path,
+    concurrency: int,
+    grading_mode: str,
+    extra: Sequence[str] = (),
+    env_extra: Mapping[str, str] | None = None,
+) -> PipelineRun:
+    """``extra``: more arguments of ``reverify run``; ``env_extra``: more environment variables for it."""
     run_dir = work / "run"
     dagster_home = run_dir / "dagster_home"
     dagster_home.mkdir(parents=True)  # fresh: no earlier runs' records to load or append to
     output = run_dir / "out" / "reverified.jsonl"
     sidecar = output.with_name(f"{output.stem}_failures.jsonl")
-    command = run_command_line(reverify, data, output, concurrency, grading_mode)
-    env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
+    command = run_command_line(reverify, data, output, concurrency, grading_mode, extra)
+    env = {**os.environ, **(env_extra or {}), "DAGSTER_HOME": str(dagster_home)}
     stdout_path, stderr_path = run_dir / "stdout.txt", run_dir / "stderr.txt"
     print(f"$ DAGSTER_HOME={dagster_home} {' '.join(command)}", flush=True)
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err, OutputWatcher([output, sidecar]) as watcher:

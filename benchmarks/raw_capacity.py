@@ -5,9 +5,9 @@ with a fixed number of rows in flight. The requests hold the exact bytes ``rever
 the clock starts, so the figure is the ceiling the pipeline's own reading and writing could at best reach.
 
 The client speaks the protocol the pipeline would (see ``Protocol.pipeline``): ``/reverify_batch`` with the
-stored lines when the server advertises it, else ``/verify_batch`` with built ``/verify`` bodies (the same
-join, ``build_verify_payload`` and ``orjson.dumps``), else one ``/verify`` per row; rows per request as
-``pipeline.verify_loop.batch_sizes`` gives them.
+stored lines when the server advertises it, rows per request as ``pipeline.verify_loop.batch_sizes`` gives
+them, else one ``/verify`` per row with built bodies (the same join, ``build_verify_payload`` and
+``orjson.dumps``).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class RawCapacity:
 class Requests:
     """The first rows of a dataset as each protocol sends them, in the same order."""
 
-    verify_bodies: list[bytes]  # /verify and /verify_batch
+    verify_bodies: list[bytes]  # /verify
     stored_rows: list[bytes]  # /reverify_batch: [task, rollout, <input line>, <rollout line>]
 
 
@@ -131,12 +131,12 @@ class ServeProcess:
 # A stamp like the one the pipeline sends with each /reverify_batch request.
 STAMP = b'{"config_hash":"0123456789ab","server":"mcqa","type":"mcqa","reverify_mode":"stateless"}'
 # How every graded row's result starts: found by bytes, as parsing is client cost.
-GRADED = {"/verify_batch": b'{"status":200,"response":', "/reverify_batch": b'{"status":200,"destination":'}
+GRADED = b'{"status":200,"destination":'
 
 
 @dataclass(frozen=True)
 class Protocol:
-    route: str  # /verify (one row a request), /verify_batch or /reverify_batch
+    route: str  # /verify (one row a request) or /reverify_batch
     batch_rows: int = 1
 
     @property
@@ -149,29 +149,23 @@ class Protocol:
     def body(self, rows: list[bytes]) -> bytes:
         if self.route == "/reverify_batch":
             return b'{"stamp":' + STAMP + b',"rows":[' + b",".join(rows) + b"]}"
-        if self.route == "/verify_batch":
-            return b'{"requests":[' + b",".join(rows) + b"]}"
         return rows[0]
 
     def graded(self, answer: bytes, rows: int) -> int:
         if self.route == "/verify":
             return rows
         # /reverify_batch answers its results on the first line, the stored lines after it.
-        return answer.partition(b"\n")[0].count(GRADED[self.route])
+        return answer.partition(b"\n")[0].count(GRADED)
 
     @staticmethod
     def pipeline(url: str, concurrency: int) -> Protocol:
         """The protocol and rows per request the pipeline would use with this server at this concurrency."""
 
-        async def limit(session: aiohttp.ClientSession, route: str) -> int:
-            async with session.get(f"{url}{route}") as reply:
-                return (await reply.json()).get("max_rows", 1) if reply.status == 200 else 1
-
         async def probe() -> Protocol:
-            async with aiohttp.ClientSession() as session:
-                for route in ("/reverify_batch", "/verify_batch"):
-                    if (rows := await limit(session, route)) > 1:
-                        return Protocol(route, batch_sizes({"server": rows}, concurrency)["server"])
+            async with aiohttp.ClientSession() as session, session.get(f"{url}/reverify_batch") as reply:
+                rows = (await reply.json()).get("max_rows", 1) if reply.status == 200 else 1
+            if rows > 1:
+                return Protocol("/reverify_batch", batch_sizes({"server": rows}, concurrency)["server"])
             return Protocol("/verify")
 
         return asyncio.run(probe())

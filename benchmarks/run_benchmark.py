@@ -25,6 +25,12 @@ For each size it
 8. with `--py-spy DIR`, profiles one more `reverify run` and `reverify aggregate` (never a measured one)
    and prints the hot spots of every process (profile_hotspots.py).
 
+With `--server nemo_gym --vs-nemo-gym GYM` both CLIs use NeMo Gym's own mcqa server instead, each starting it from
+the config: `reverify run` with `implementation: nemo_gym` (the Python beside GYM runs it) once for each
+`--replicas` count, then `gym eval reverify`. It prints each run's start-up (command start to first row
+answered), the rows/s of its verify phase and end to end, the scaling of the replicas against one, and the
+ratio of the wall times; the raw capacity and targets of the built-in server are skipped.
+
 A benchmark, not a test: it prints figures and asserts nothing about time; it fails (exit 1) only when a
 command fails or NeMo Gym's results differ. Every heavy phase holds an exclusive lock on
 /tmp/reverify-bench.lock (see bench_lock.py), as other benchmarks may run on the same 2-core machine. The NeMo
@@ -34,6 +40,7 @@ Gym comparison needs NeMo Gym and Python >= 3.13: without `--vs-nemo-gym` the ha
     .venv/bin/python benchmarks/run_benchmark.py [--rows 10000 [100000 ...]] [--concurrency 64] [--seed 0]
         [--tasks T --rollouts-per-task K] [--data DIR] [--raw-rows 20000] [--raw-repeats 3]
         [--work DIR] [--vs-nemo-gym GYM] [--py-spy DIR]
+    .venv/bin/python benchmarks/run_benchmark.py --server nemo_gym --vs-nemo-gym GYM [--replicas 1 2] [--rows 10000]
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ from process_memory import TreeSampler, format_mb, wait_until_quiet
 from profile_hotspots import py_spy_executable, record, summarise
 from raw_capacity import Protocol, RawCapacity, ServeProcess, build_requests, measure_raw_capacity
 
+from reverify_assets.gym.installation import PYTHON_ENV
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec
 from reverify_assets.synthetic.nemo_gym_rows import positive_int
 
@@ -83,6 +91,8 @@ TARGET_AGGREGATE_S = 5.0
 TARGET_MEMORY_MB = 600
 TARGET_EFFICIENCY = 0.80
 TARGET_STARTUP_S = 2.0
+IMPLEMENTATION_KEY = "mcqa.resources_servers.mcqa.implementation"
+REPLICAS_KEY = "mcqa.resources_servers.mcqa.replicas"
 
 
 def reverify_executable() -> str:
@@ -356,6 +366,81 @@ def print_targets(result: Result, floor_s: float) -> None:
 # --- command line -------------------------------------------------------------------------------------------
 
 
+# --- both CLIs on NeMo Gym's own mcqa server --------------------------------------------------------------
+
+
+@dataclass
+class GymServerResult:
+    runs: dict[int, PipelineRun]  # by replicas
+    mean_rewards: dict[int, float | None]
+    nemo_gym: NemoGymRun
+
+
+def nemo_gym_server_benchmark(
+    reverify: str, specs: Sequence[SyntheticSpec], work: Path, args: argparse.Namespace
+) -> int:
+    env = {PYTHON_ENV: str(args.vs_nemo_gym.parent / "python")}
+    results: list[GymServerResult] = []
+    try:
+        for spec in specs:
+            size_dir = work / (f"rows-{spec.rows}" if args.data is None else "given-data")
+            size_dir.mkdir()
+            data = prepare_data(args.data or size_dir / "data", spec)
+            print(f"\n=== {data.rows:,} rows, NeMo Gym's own mcqa server ===")
+            runs, means = {}, {}
+            for replicas in args.replicas:
+                run_dir = size_dir / f"replicas-{replicas}"
+                extra = [f"++{IMPLEMENTATION_KEY}=nemo_gym", f"++{REPLICAS_KEY}={replicas}"]
+                with measuring(f"reverify run on NeMo Gym's server, {replicas} replicas"):
+                    read_through(data.inputs, data.rollouts)
+                    runs[replicas] = run_pipeline(
+                        reverify, data, run_dir, args.concurrency, args.grading_mode, extra, env
+                    )
+                print_pipeline(runs[replicas])
+                means[replicas] = mean_reward(runs[replicas].output)[1]
+            with measuring("gym eval reverify"):
+                theirs = run_nemo_gym(args.vs_nemo_gym, data, size_dir, args.concurrency, args.grading_mode)
+            print(f"\nNeMo Gym: {theirs.rows:,} rows in {theirs.wall_s:.2f} s, mean reward {theirs.mean_reward!r}")
+            for replicas, run in runs.items():
+                sections = metrics_sections_compared(run.metrics, theirs.metrics)
+                same = sum(sections.values())
+                print(f"replicas {replicas}: {same} of {len(sections)} sections of NeMo Gym's metrics the same")
+                if same != len(sections):
+                    return 1
+            results.append(GymServerResult(runs, means, theirs))
+    except RuntimeError as exc:
+        print(f"error: {exc}\nfiles kept in {work}", file=sys.stderr)
+        return 1
+    print_gym_server_table(results)
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    differ = [r for r in results for mean in r.mean_rewards.values() if mean != r.nemo_gym.mean_reward]
+    return 1 if differ else 0
+
+
+def print_gym_server_table(results: Sequence[GymServerResult]) -> None:
+    print(
+        "\n| rows | replicas | `reverify run` | first row answered | verify rows/s | end-to-end rows/s | "
+        "scaling (verify; end to end) | `gym eval reverify` | speed-up | mean reward |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
+    for result in results:
+        theirs = result.nemo_gym
+        one = result.runs.get(1)
+        for replicas, run in result.runs.items():
+            same = "the same" if result.mean_rewards[replicas] == theirs.mean_reward else "DIFFER"
+            scaling = "n/a"
+            if one is not None and run.verify_rows_per_s and one.verify_rows_per_s:
+                scaling = (
+                    f"{run.verify_rows_per_s / one.verify_rows_per_s:.2f}x; {run.rows_per_s / one.rows_per_s:.2f}x"
+                )
+            print(
+                f"| {run.rows:,} | {replicas} | {run.wall_s:.1f} s | {fmt_s(seconds(run.started, run.first_row))} | "
+                f"{run.verify_rows_per_s or 0:,.0f} | {run.rows_per_s:,.0f} | {scaling} | {theirs.wall_s:.1f} s | "
+                f"{theirs.wall_s / run.wall_s:.1f}x | {same} |"
+            )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/run_benchmark.py",
@@ -384,6 +469,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="then run NeMo Gym's `gym eval reverify` (the `gym` executable GYM) on the same files and compare",
     )
     parser.add_argument("--work", type=Path, metavar="DIR", help="work in DIR (new or empty) and keep every file")
+    parser.add_argument(
+        "--server",
+        choices=("builtin", "nemo_gym"),
+        default="builtin",
+        help="the mcqa server of both CLIs: ours, or NeMo Gym's own, each CLI starting it (with --vs-nemo-gym)",
+    )
+    parser.add_argument(
+        "--replicas", type=positive_int, nargs="+", default=[1, 2], help="with --server nemo_gym: copies to run (1 2)"
+    )
     return parser
 
 
@@ -403,10 +497,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for flag, directory in (("--work", args.work), ("--py-spy", args.py_spy)):
         if directory is not None and directory.exists() and any(directory.iterdir()):
             parser.error(f"{flag} {directory}: the directory is not empty")
+    if args.server == "nemo_gym" and args.vs_nemo_gym is None:
+        parser.error("--server nemo_gym runs NeMo Gym's own server: give --vs-nemo-gym GYM")
     work = args.work or Path(tempfile.mkdtemp(prefix="reverify_bench_"))
     work.mkdir(parents=True, exist_ok=True)
     reverify = reverify_executable()
     print(f"work directory {work}; {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")
+    if args.server == "nemo_gym":
+        return nemo_gym_server_benchmark(reverify, specs, work, args)
 
     results: list[Result] = []
     try:
