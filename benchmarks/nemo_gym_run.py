@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,16 +73,19 @@ def run_nemo_gym(gym: Path, data: Dataset, work: Path, concurrency: int, grading
     print(f"$ (cd {root} && {' '.join(command)})", flush=True)
     with log.open("wb") as sink:
         started = time.perf_counter()
-        # NeMo Gym's server prints a line per request: to a file, not to a pipe nobody empties.
-        process = subprocess.Popen(command, cwd=root, stdout=sink, stderr=subprocess.STDOUT, env=dict(os.environ))
+        # NeMo Gym's server prints a line per request: to a file, not to a pipe nobody empties. Its own session:
+        # `gym eval reverify` leaves its resources server running when it exits, which would load the next runs.
+        process = subprocess.Popen(
+            command, cwd=root, stdout=sink, stderr=subprocess.STDOUT, env=dict(os.environ), start_new_session=True
+        )
         try:
             with TreeSampler(process.pid) as sampler:
                 process.wait()
                 wall_s = time.perf_counter() - started
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     if process.returncode != 0:
         tail = log.read_text(errors="replace")[-4000:]
         raise RuntimeError(f"`gym eval reverify` exited {process.returncode} (log {log}):\n{tail}")

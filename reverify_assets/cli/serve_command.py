@@ -25,7 +25,7 @@ from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
-from reverify_assets.pipeline.replication import REPLICAS_FIELD, add_replicas, wanted_replicas
+from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.servers.hosting import bind_loopback, serve_until_stopped
 from reverify_assets.verifier.balancer import Balancer
 from reverify_assets.verifier.launcher import ServerFleet
@@ -41,7 +41,7 @@ def serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
     blocks = [block for block in setup.topology.servers.values() if not block.url]
     if not blocks:
         raise ReverifyError("the config names no server to run (every server block has a `url:`)")
-    here = [block for block in blocks if runs_builtin(block) and int(block.fields.get(REPLICAS_FIELD) or 1) == 1]
+    here = [block for block in blocks if runs_builtin(block) and block.replicas_asked == 1]
     started = [block for block in blocks if block not in here]
     fleet = ServerFleet(started, setup.config)
     with fleet as urls:

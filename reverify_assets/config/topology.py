@@ -16,6 +16,7 @@ from reverify_assets.errors import ReverifyError
 RESOURCES_SERVERS = "resources_servers"
 AGENTS = "responses_api_agents"
 MODELS = "responses_api_models"
+REPLICAS_FIELD = "replicas"  # how many copies of the server run (``pipeline.replication``)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,12 @@ class ServerBlock:
     def url(self) -> str | None:
         url = self.fields.get("url")
         return str(url).rstrip("/") if url else None
+
+    @property
+    def replicas_asked(self) -> int:
+        """The copies the block asks for (1 when it does not say; ``check_replicas_field`` vets the value)."""
+        given = self.fields.get(REPLICAS_FIELD)
+        return given if isinstance(given, int) and not isinstance(given, bool) and given > 1 else 1
 
     @property
     def config_path(self) -> str:

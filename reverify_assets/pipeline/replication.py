@@ -17,14 +17,13 @@ import os
 from collections.abc import Callable
 
 from reverify_assets.config.implementations import runs_builtin
-from reverify_assets.config.topology import ServerBlock
+from reverify_assets.config.topology import REPLICAS_FIELD, ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.verifier.client import VerifierClient
 from reverify_assets.verifier.launcher import ServerFleet
 from reverify_assets.verifier.replicas import ReplicaSet
 
 log = logging.getLogger("reverify")
-REPLICAS_FIELD = "replicas"
 STATELESS = "stateless"
 POLL_S = 0.1
 
@@ -35,7 +34,15 @@ def check_replicas_field(block: ServerBlock) -> None:
         raise ReverifyError(f"config: {block.config_path}.{REPLICAS_FIELD} is {given!r}; it is a whole number >= 1")
 
 
-def wanted_replicas(block: ServerBlock, mode: str, *, force: bool, cores: int | None = None) -> int:
+# Copies a block does not ask for are not worth starting for fewer rows: a NeMo Gym server takes about 3 s of CPU
+# to start, in which one copy grades some 1,300 mcqa rows.
+ROWS_WORTH_A_COPY = 2_000
+
+
+def wanted_replicas(
+    block: ServerBlock, mode: str, *, force: bool, rows: int | None = None, cores: int | None = None
+) -> int:
+    """``rows``: how many the copies would share (None: a server that stays up, ``reverify serve``'s)."""
     if block.url:
         return 1  # not ours to start
     given = block.fields.get(REPLICAS_FIELD)
@@ -51,7 +58,7 @@ def wanted_replicas(block: ServerBlock, mode: str, *, force: bool, cores: int | 
         return 1
     if given is not None:
         return int(given)
-    if mode != STATELESS or runs_builtin(block):
+    if mode != STATELESS or runs_builtin(block) or (rows is not None and rows < ROWS_WORTH_A_COPY):
         return 1
     return cores or os.cpu_count() or 1
 

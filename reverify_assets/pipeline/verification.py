@@ -63,6 +63,10 @@ def routed_blocks(setup: VerifierSetup, plan: pl.DataFrame) -> list[ServerBlock]
     return [setup.topology.servers[name] for name in sorted(plan["server"].unique().to_list())]
 
 
+def planned_rows(plan: pl.DataFrame, server: str) -> int:
+    return plan.filter(pl.col("server") == server).height
+
+
 def client_session(concurrency: int) -> aiohttp.ClientSession:
     # One keep-alive pool for the whole run: a new connection per row costs more than grading it.
     connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
@@ -127,12 +131,6 @@ async def _verify(
         unsafe = False if step.skip_guard else enforce_guard(modes, force=step.force)
         if unsafe:
             log.warning("WARNING: %s Continuing because --force was given.", guard_message(unsafe_servers(modes)))
-        for name, client in clients.items():
-            block = setup.topology.servers[name]
-            if (copies := wanted_replicas(block, modes[name], force=step.force)) > 1:
-                joined = joining(client, lambda url, name=name: VerifierClient(name, url, session, step.retry))
-                growth = add_replicas(fleet, name, copies - 1, joined)
-                stack.push_async_callback(_cancelled, asyncio.create_task(growth))
         files = RunFiles.for_output(step.output, unsafe=unsafe)
         stack.enter_context(exclusive_output(files.output))
         cache = prepare_output(files, step.policy)
@@ -146,6 +144,12 @@ async def _verify(
             pending = cache.pending(plan)
             if pending.is_empty():
                 log.warning("WARNING: Nothing to be re-verified.")
+        for name, client in clients.items():
+            block = setup.topology.servers[name]
+            if (copies := wanted_replicas(block, modes[name], force=step.force, rows=planned_rows(pending, name))) > 1:
+                joined = joining(client, lambda url, name=name: VerifierClient(name, url, session, step.retry))
+                growth = add_replicas(fleet, name, copies - 1, joined)
+                stack.push_async_callback(_cancelled, asyncio.create_task(growth))
         stamps = {name: provenance(setup.config_hash, setup.topology.servers[name], modes[name]) for name in clients}
         pairs = stack.enter_context(PairReader(step.inputs, step.responses))
         names = list(clients)

@@ -98,11 +98,14 @@ class ServerFleet:
         return urls  # type: ignore[return-value]
 
     def add_replicas(self, instance: str, count: int) -> list[_Child]:
-        """Start ``count`` more copies of the server of ``instance``, stopped with the fleet; see ``replica_url``."""
+        """``count`` more copies of the server of ``instance`` (those the caller prestarted first), stopped or given
+        back with the fleet; see ``replica_url``."""
         block = next(block for block in self.blocks if block.instance == instance)
-        started = [_spawn(block, self.config) for _ in range(count)]
-        self._children.extend(started)
-        return started
+        added = []
+        for _ in range(count):
+            added.append(_borrow_prestarted(block, self.config) or _spawn(block, self.config))
+        self._children.extend(added)
+        return added
 
     def replica_url(self, child: _Child) -> str | None:
         """The URL of a copy from ``add_replicas`` once it answers, None while it starts (without waiting: an
@@ -348,8 +351,9 @@ _prestarted: list[_Child] = []
 @contextmanager
 def prestarted_servers(blocks: Sequence[ServerBlock], config: Mapping[str, Any] | None = None) -> Iterator[None]:
     """Start the servers of ``blocks`` now, for the ``ServerFleet``s asking for the same blocks later; they are
-    stopped on exit."""
-    started = [_spawn(block, config or {}) for block in blocks if not block.url]
+    stopped on exit. A block that asks for several copies (``replicas: N``) gets them all now: their start-up then
+    overlaps the caller's, not the rows' (copies a fleet does not take are stopped unused)."""
+    started = [_spawn(block, config or {}) for block in blocks if not block.url for _ in range(block.replicas_asked)]
     for child in started:
         child.borrowed = True
     _prestarted.extend(started)

@@ -42,6 +42,12 @@ def test_how_many_copies_run(fields: dict[str, Any], mode: str, force: bool, cop
     assert wanted_replicas(block(**fields), mode, force=force, cores=4) == copies
 
 
+@pytest.mark.parametrize(("rows", "copies"), [(100, 1), (1_999, 1), (2_000, 4), (None, 4)])
+def test_copies_nobody_asked_for_start_only_for_runs_worth_it(rows: int | None, copies: int) -> None:
+    assert wanted_replicas(block(**NEMO_GYMS), "stateless", force=False, rows=rows, cores=4) == copies
+    assert wanted_replicas(block(**NEMO_GYMS, replicas=2), "stateless", force=False, rows=rows, cores=4) == 2
+
+
 @pytest.mark.parametrize("value", [0, -1, 1.5, "2", True])
 def test_a_bad_replicas_value_names_its_path(value: Any) -> None:
     with pytest.raises(ReverifyError, match=r"mcqa\.resources_servers\.mcqa\.replicas is .*whole number"):
