@@ -99,6 +99,33 @@ def test_a_nemo_gym_server_started_from_its_config_gives_nemo_gyms_results(
     assert processes_in(server_folder(python, name)) == []
 
 
+@pytest.mark.parametrize("name", SERVERS)
+def test_the_nemo_gym_users_own_command_from_their_nemo_gym_folder(tmp_path: Path, python: Path, name: str) -> None:
+    """The server's shipped `configs/<name>.yaml` (its agent and environment blocks too), run from the folder
+    holding `resources_servers/` with NeMo Gym's `gym` on PATH, as a NeMo Gym user has it: nothing configured."""
+    data = SERVERS_DATA / name
+    root = server_folder(python, name).parents[1]
+    output = tmp_path / "out.jsonl"
+    flags = ["--force"] if name in NEEDS_FORCE else []
+    if name == "mcqa":
+        flags.append("++mcqa.resources_servers.mcqa.implementation=nemo_gym")
+    config = Path(RESOURCES_SERVERS) / name / "configs" / f"{name}.yaml"
+    args = run_args(config, data / "rollouts_materialized_inputs.jsonl", data / "rollouts.jsonl", output, *flags)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REVERIFY_NEMO_GYM")}
+    env.update(DAGSTER_HOME=str(tmp_path / "home"), PATH=f"{python.parent}:/usr/bin:/bin")
+    done = subprocess.run(
+        [REVERIFY, *map(str, args)], capture_output=True, text=True, env=env, cwd=root, timeout=CLI_LIMIT_S
+    )
+    assert done.returncode == 0, done.stderr
+    stem = "unsafe_out" if name in NEEDS_FORCE else "out"
+    expected = SERVERS_DATA / name / "expected"
+    rewards = [row["reward"] for row in read_jsonl(tmp_path / f"{stem}.jsonl")]
+    assert rewards == [row["reward"] for row in read_jsonl(expected / f"{stem}.jsonl")]
+    [theirs] = json.loads((expected / f"{stem}_aggregate_metrics.json").read_text())
+    [ours] = json.loads((tmp_path / f"{stem}_aggregate_metrics.json").read_text())
+    assert {section: ours[section] for section in theirs} == theirs
+
+
 def test_a_server_that_is_not_stateless_needs_force(tmp_path: Path, python: Path) -> None:
     done = gym_run(tmp_path, python, "circle_count")
     assert done.returncode == 1
