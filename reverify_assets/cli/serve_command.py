@@ -77,6 +77,7 @@ async def _serve(setup: VerifierSetup, here: list[ServerBlock], fleet: ServerFle
     finally:
         for task in growth:
             task.cancel()
+        await asyncio.gather(*growth, return_exceptions=True)  # copies still starting: the fleet stops them
         for runner in runners:
             await runner.cleanup()
 

@@ -55,9 +55,6 @@ class NemoGymInstallation:
     python: Path
     probe: PythonProbe
 
-    def server_folder(self, kind: str, name: str) -> Path:
-        return self.root / kind / name
-
 
 def find_installation(config: Mapping[str, Any], *, cwd: Path | None = None) -> NemoGymInstallation:
     cwd = Path.cwd() if cwd is None else cwd

@@ -1,18 +1,21 @@
 """How one of NeMo Gym's own servers is started without Ray: its folder, its Python, its command and environment.
 
 As ``gym env start`` does it: from the server's folder, ``<python> app.py`` (the block's ``entrypoint``) with the
-merged config in ``NEMO_GYM_CONFIG_DICT`` and the instance name in ``NEMO_GYM_CONFIG_PATH``.
+merged config in ``NEMO_GYM_CONFIG_DICT`` (YAML, as NeMo Gym writes it: JSON would escape non-ASCII text, which
+its OmegaConf reads back as lone surrogates), the instance name in ``NEMO_GYM_CONFIG_PATH`` and the server's
+folder first on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from omegaconf import OmegaConf
 
 from reverify_assets.config.topology import RESOURCES_SERVERS, ServerBlock
 from reverify_assets.errors import ReverifyError
@@ -64,10 +67,12 @@ def gym_server_command(
     """``ports``: where this block and the servers it calls (a judge's model server) listen, by instance."""
     folder = server_folder(block, installation)
     python = server_python(installation, folder, cache)
+    python_path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
     env = {
         **os.environ,
-        CONFIG_DICT_ENV: json.dumps(gym_server_config(config, ports)),
+        CONFIG_DICT_ENV: OmegaConf.to_yaml(OmegaConf.create(gym_server_config(config, ports))),
         CONFIG_PATH_ENV: block.instance,
+        "PYTHONPATH": python_path,
         "PYTHONUNBUFFERED": "1",  # its log is read while it runs, and when it fails to start
     }
     url = f"http://{LOOPBACK}:{ports[block.instance]}"

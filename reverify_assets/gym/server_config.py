@@ -17,6 +17,7 @@ from reverify_assets.gym.installation import SETTINGS_KEYS
 LOOPBACK = "127.0.0.1"
 # Block fields that only this tool reads: a NeMo Gym server is not shown them.
 OUR_BLOCK_FIELDS = frozenset({"implementation", "replicas", "startup_timeout_s"})
+DEFAULT_PORTS = {"http": 80, "https": 443}
 HEAD_SERVER_PORT = 0  # never listened on: a server that tried to reach it would fail at once, not hang
 
 
@@ -52,7 +53,8 @@ def _placed_block(block: Mapping[str, Any], port: int | None) -> dict[str, Any]:
         placed.update(host=LOOPBACK, port=port)
     elif placed.get("url"):
         address = urlsplit(str(placed["url"]))
-        if address.hostname and address.port:
+        port = address.port or DEFAULT_PORTS.get(address.scheme)
+        if address.hostname and port:
             placed.setdefault("host", address.hostname)
-            placed.setdefault("port", address.port)
+            placed.setdefault("port", port)
     return {kind: {implementation: placed}}

@@ -1,7 +1,9 @@
-"""Which Python runs one of NeMo Gym's servers, building it once from the server's ``requirements.txt`` if need be.
+"""Which Python runs one of NeMo Gym's servers, building it once from the server's requirements if need be.
 
-In order: the server's own ``.venv`` (NeMo Gym builds one per server); the NeMo Gym Python itself when the
-server's requirements add nothing to ``nemo_gym``; else a venv of ours holding only what the requirements add,
+A server names what it needs in ``requirements.txt`` or, for a few, in its ``pyproject.toml``'s
+``[project].dependencies``, as NeMo Gym reads them. In order: the server's own ``.venv`` (NeMo Gym builds one per
+server); the NeMo Gym Python itself when the server's requirements add nothing to ``nemo_gym``; else a venv of
+ours holding only what the requirements add,
 whose ``.pth`` file puts the NeMo Gym Python's site-packages behind its own, so nemo-gym (1.4 GB) is not installed
 again per server. That venv is cached by the content of the requirements and the base Python, and built under a
 lock with a completion marker: two runs at once build it once, and a build that died is started afresh.
@@ -16,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,15 +53,33 @@ def server_python(installation: NemoGymInstallation, folder: Path, cache: Path) 
     own = folder / ".venv" / "bin" / "python"
     if own.exists():
         return own
-    requirements = folder / "requirements.txt"
-    added = added_requirements(requirements.read_text()) if requirements.is_file() else []
+    added = server_requirements(folder)
     if not added:
         return installation.python
     return _built_venv(installation, folder, added, cache) / "bin" / "python"
 
 
+def server_requirements(folder: Path) -> list[str]:
+    """What the server in ``folder`` needs besides nemo-gym, from the file NeMo Gym would read."""
+    requirements, project = folder / "requirements.txt", folder / "pyproject.toml"
+    if requirements.is_file():
+        return added_requirements(requirements.read_text())
+    if not project.is_file():
+        return []
+    try:
+        dependencies = tomllib.loads(project.read_text()).get("project", {}).get("dependencies", [])
+    except tomllib.TOMLDecodeError as exc:
+        raise ReverifyError(f"{project} is not valid TOML: {exc}") from exc
+    if not isinstance(dependencies, list) or not all(isinstance(line, str) for line in dependencies):
+        raise ReverifyError(f"{project}: [project].dependencies is not a list of requirement strings")
+    return added_requirements("\n".join(dependencies))
+
+
 def venv_cache_folder(name: str, installation: NemoGymInstallation, added: list[str], cache: Path) -> Path:
-    key = "\n".join([str(installation.python.resolve()), installation.probe.version, *added])
+    # The NeMo Gym Python as named (a venv's python resolves to the base interpreter, which two NeMo Gym venvs
+    # share) and the site-packages its .pth file will point to.
+    places = [str(installation.python), *map(str, installation.probe.site_packages)]
+    key = "\n".join([*places, installation.probe.version, *added])
     return cache / "server-venvs" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
@@ -105,7 +126,7 @@ def _step(command: list[str], out: IO[bytes], folder: Path, build_log: Path) -> 
     if done.returncode != 0:
         tail = build_log.read_text(errors="replace")[-3000:].strip()
         raise ReverifyError(
-            f"cannot build a Python for NeMo Gym's {folder.name} server from {folder / 'requirements.txt'}: "
+            f"cannot build a Python for NeMo Gym's {folder.name} server from its requirements: "
             f"`{' '.join(command)}` exited {done.returncode}; the last lines of {build_log}:\n{tail}"
         )
 

@@ -31,7 +31,7 @@ from reverify_assets.lib.key_index import (
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import missing_response_message
 from reverify_assets.lib.route_fields import RouteTable, route_fields
-from reverify_assets.pipeline.replication import check_replicas_field
+from reverify_assets.pipeline.replication import check_placement_fields
 from reverify_assets.servers.registry import BUILTIN_SERVERS, check_known_fields, validate_builtin_block
 
 
@@ -49,7 +49,7 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
         if block.url:
             continue
         check_implementation(block)
-        check_replicas_field(block)
+        check_placement_fields(block)
         if runs_builtin(block):
             validate_builtin_block(block)
         else:

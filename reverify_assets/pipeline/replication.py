@@ -20,7 +20,7 @@ from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import REPLICAS_FIELD, ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.verifier.client import VerifierClient
-from reverify_assets.verifier.launcher import ServerFleet
+from reverify_assets.verifier.launcher import STARTUP_TIMEOUT_FIELD, ServerFleet
 from reverify_assets.verifier.replicas import ReplicaSet
 
 log = logging.getLogger("reverify")
@@ -28,10 +28,16 @@ STATELESS = "stateless"
 POLL_S = 0.1
 
 
-def check_replicas_field(block: ServerBlock) -> None:
+def check_placement_fields(block: ServerBlock) -> None:
+    """``replicas`` and ``startup_timeout_s``, read by the launcher: a bad value is a config error naming it."""
     given = block.fields.get(REPLICAS_FIELD)
     if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
         raise ReverifyError(f"config: {block.config_path}.{REPLICAS_FIELD} is {given!r}; it is a whole number >= 1")
+    limit = block.fields.get(STARTUP_TIMEOUT_FIELD)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0):
+        raise ReverifyError(
+            f"config: {block.config_path}.{STARTUP_TIMEOUT_FIELD} is {limit!r}; it is a number of seconds > 0"
+        )
 
 
 # Copies a block does not ask for are not worth starting for fewer rows: a NeMo Gym server takes about 3 s of CPU
@@ -60,13 +66,17 @@ def wanted_replicas(
         return int(given)
     if mode != STATELESS or runs_builtin(block) or (rows is not None and rows < ROWS_WORTH_A_COPY):
         return 1
-    return cores or os.cpu_count() or 1
+    return cores or len(os.sched_getaffinity(0))  # the cores this process may run on, not the machine's
 
 
 async def add_replicas(fleet: ServerFleet, instance: str, count: int, joined: Callable[[str], int]) -> None:
     """Start ``count`` copies and hand each to ``joined`` (which answers how many copies there are now) as soon
     as it answers; one that fails is left out, and said."""
-    waiting = fleet.add_replicas(instance, count)
+    try:
+        waiting = fleet.add_replicas(instance, count)
+    except ReverifyError as exc:
+        log.warning("WARNING: more copies of %r could not be started (%s); going on without them", instance, exc)
+        return
     log.info("reverify: starting %d more copies of %r", count, instance)
     while waiting:
         await asyncio.sleep(POLL_S)

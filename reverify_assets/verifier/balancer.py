@@ -2,7 +2,8 @@
 
 Each request goes to the copy with the fewest in flight, as ``replicas.ReplicaSet`` does inside a run;
 ``/reverify_mode`` and ``/aggregate_metrics`` go to the first copy. ``GET /_replicas`` shows each copy with its
-requests in flight and served. Copies may join while it serves.
+requests in flight and served. Copies may join while it serves; one that refuses connections (it died) is taken
+out of the rotation while others remain, and said.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ class Balancer:
             ) as reply:
                 body = await reply.read()
                 return web.Response(body=body, status=reply.status, content_type=reply.content_type)
+        except aiohttp.ClientConnectorError as exc:
+            if len(self.replicas) > 1 and replica in self.replicas:
+                self.replicas.remove(replica)
+                print(f"the copy at {replica.url} refuses connections ({exc}): {len(self.replicas)} left", flush=True)
+            return web.json_response({"detail": f"the copy at {replica.url} did not answer: {exc}"}, status=502)
         except aiohttp.ClientError as exc:
             return web.json_response({"detail": f"the copy at {replica.url} did not answer: {exc}"}, status=502)
         finally:

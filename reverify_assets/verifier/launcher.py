@@ -48,6 +48,7 @@ BUILTIN_STARTUP_S = 30.0
 GYM_STARTUP_S = 300.0
 STARTUP_TIMEOUT_FIELD = "startup_timeout_s"
 KEPT_LOGS = 50
+LOG_KEPT_WHILE_RECENT_S = 24 * 3600.0
 
 
 @dataclass(eq=False)  # a child is itself, not its fields: `in` and `remove` look for this very one
@@ -59,9 +60,12 @@ class _Child:
     url: str | None = None  # known before it starts for NeMo Gym's servers; built-in ones announce theirs
     log_path: Path | None = None
     ready: bool = False
-    borrowed: bool = False  # from prestarted_servers, which stops it
+    borrowed: bool = False  # from prestarted_servers, which stops it (a replacement after a port clash is not)
     companions: list[_Child] = field(default_factory=list)  # started for it (a judge's model server), stopped with it
     started_at: float = field(default_factory=time.monotonic)
+    # Its start-up limit counts from here: when a fleet began to wait for it (a prestarted child waits for the
+    # caller's own start-up first, which must not count against it).
+    wait_from: float = field(default_factory=time.monotonic)
 
 
 class ServerFleet:
@@ -104,7 +108,7 @@ class ServerFleet:
         added = []
         for _ in range(count):
             added.append(_borrow_prestarted(block, self.config) or _spawn(block, self.config))
-        self._children.extend(added)
+            self._children.append(added[-1])  # at once: one that fails to start leaves the others stoppable
         return added
 
     def replica_url(self, child: _Child) -> str | None:
@@ -156,10 +160,16 @@ def _spawn_builtin(block: ServerBlock) -> _Child:
 def _spawn_gym(block: ServerBlock, config: Mapping[str, Any]) -> _Child:
     """The server, and first the model servers it calls (a judge's) where the config declares them."""
     installation = find_installation(config)
-    companions = [model for model in block.referenced_models(config) if not model.url]
+    companions = list({model.instance: model for model in block.referenced_models(config) if not model.url}.values())
     ports = {server.instance: _free_port() for server in [*companions, block]}
-    started = [_spawn_gym_process(companion, config, installation, ports) for companion in companions]
-    child = _spawn_gym_process(block, config, installation, ports)
+    started: list[_Child] = []
+    try:
+        for companion in companions:
+            started.append(_spawn_gym_process(companion, config, installation, ports))
+        child = _spawn_gym_process(block, config, installation, ports)
+    except BaseException:
+        _stop(started)
+        raise
     child.companions = started
     return child
 
@@ -202,14 +212,15 @@ def _new_log(block: ServerBlock) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     logs = sorted(folder.glob("*.log"))  # named by the time they were started: the oldest go first
     for old in logs[: max(0, len(logs) - KEPT_LOGS)]:
-        old.unlink(missing_ok=True)
+        if old.stat().st_mtime < time.time() - LOG_KEPT_WHILE_RECENT_S:  # never the log of a server still running
+            old.unlink(missing_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     path = folder / f"{stamp}-{block.instance}.log"
     path.touch()  # here, so that it can be read before the guard has opened it
     return path
 
 
-PORT_TAKEN = ("address already in use", "errno 98")
+PORT_TAKEN = "address already in use"
 PORT_TRIES = 3
 
 
@@ -221,15 +232,18 @@ def _await_ready(child: _Child, config: Mapping[str, Any]) -> _Child:
         _await_announced(child)
         _check_health(child)
     else:
-        for _ in range(PORT_TRIES - 1):
+        for attempt in range(PORT_TRIES):
             try:
                 _await_gym_servers(child)
                 break
-            except _PortTaken:
+            except _PortTaken as taken:
                 _stop([child])
+                if attempt == PORT_TRIES - 1:
+                    raise ReverifyError(
+                        f"NeMo Gym's {child.block.type} server for {child.block.instance!r} found its port taken "
+                        f"{PORT_TRIES} times; the last log: {taken.log_path}"
+                    ) from None
                 child = _spawn_gym(child.block, config)
-        else:
-            _await_gym_servers(child)
     child.ready = True
     return child
 
@@ -245,17 +259,20 @@ def _startup_limit(block: ServerBlock, builtin: bool) -> float:
 
 def _await_announced(child: _Child) -> None:
     assert child.process.stdout is not None
-    deadline = child.started_at + _startup_limit(child.block, builtin=True)
+    deadline = child.wait_from + _startup_limit(child.block, builtin=True)
     with selectors.DefaultSelector() as selector:
         selector.register(child.process.stdout, selectors.EVENT_READ)
-        while (remaining := deadline - time.monotonic()) > 0:
-            if selector.select(timeout=min(remaining, 0.2)):
+        while True:  # one look at least: a line already waiting in the pipe counts, however late
+            remaining = deadline - time.monotonic()
+            if selector.select(timeout=min(max(remaining, 0), 0.2)):
                 line = child.process.stdout.readline().decode(errors="replace").strip()
                 if line.startswith(READY_PREFIX):
                     child.url = line.removeprefix(READY_PREFIX)
                     return
                 if not line and child.process.poll() is not None:
                     break
+            elif remaining <= 0:
+                break
     raise ReverifyError(
         f"resources server {child.block.instance!r} ({child.block.type}) did not start: "
         f"{_tail(child.output) or 'no output'}"
@@ -263,27 +280,32 @@ def _await_announced(child: _Child) -> None:
 
 
 class _PortTaken(Exception):
-    pass
+    def __init__(self, log_path: Path | None) -> None:
+        super().__init__(f"its port was taken (log {log_path})")
+        self.log_path = log_path
 
 
 def _await_answering(child: _Child) -> None:
     """Until the server's ``/reverify_mode`` answers; its guard exiting first means the server did."""
     assert child.process.stdout is not None and child.url is not None
     limit = _startup_limit(child.block, builtin=False)
-    deadline = child.started_at + limit
+    deadline = child.wait_from + limit
+    port = child.url.rsplit(":", 1)[-1]
     with selectors.DefaultSelector() as selector:
         selector.register(child.process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
+        while True:  # asked once at least, however late
             if _answers(child.url):
                 took = time.monotonic() - child.started_at
                 log.info("reverify: NeMo Gym's %s server answered after %.1f s", child.block.type, took)
                 return
+            if time.monotonic() >= deadline:
+                break
             # The guard prints its one line at once, then nothing until it exits: readable at EOF means it exited.
             if selector.select(timeout=0.1) and not child.process.stdout.readline():
                 child.process.wait()
                 tail = _tail(child.output)
-                if any(phrase in tail.lower() for phrase in PORT_TAKEN):
-                    raise _PortTaken
+                if PORT_TAKEN in tail.lower() and port in tail:  # its own port, not one it opened later
+                    raise _PortTaken(child.log_path)
                 raise ReverifyError(
                     f"NeMo Gym's {child.block.type} server for {child.block.instance!r} exited with code "
                     f"{child.process.returncode} before it answered. The last lines of its log "
@@ -299,10 +321,6 @@ def _await_answering(child: _Child) -> None:
 def _answering_now(child: _Child) -> bool:
     """One look, without waiting, at whether ``child`` is ready; raises when it never will be."""
     assert child.process.stdout is not None
-    if time.monotonic() > child.started_at + _startup_limit(child.block, child.url is None):
-        raise ReverifyError(
-            f"a copy of resources server {child.block.instance!r} did not answer in time: {_tail(child.output)}"
-        )
     readable, _, _ = select.select([child.process.stdout], [], [], 0)
     line = child.process.stdout.readline() if readable else None
     if child.url is None and line and line.decode(errors="replace").startswith(READY_PREFIX):
@@ -314,15 +332,22 @@ def _answering_now(child: _Child) -> bool:
             f"a copy of resources server {child.block.instance!r} exited with code {child.process.returncode} "
             f"before it answered: {_tail(child.output) or 'no output'}"
         )
-    return child.url is not None and _answers(child.url, timeout=0.5)
+    if child.url is not None and _answers(child.url, timeout=0.5):
+        return True
+    if time.monotonic() > child.wait_from + _startup_limit(child.block, child.url is None):
+        raise ReverifyError(
+            f"a copy of resources server {child.block.instance!r} did not answer in time: {_tail(child.output)}"
+        )
+    return False
 
 
 def _answers(url: str, timeout: float = 5) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/reverify_mode", timeout=timeout) as reply:
             reply.read()
-    except urllib.error.HTTPError:
-        return True  # it is serving: what it thinks of the route is the client's business
+    except urllib.error.HTTPError as error:
+        # Serving, unless it fails: a model server has no such route (404); a 5xx may be another process's.
+        return error.code < 500
     except OSError:
         return False
     return True
@@ -353,11 +378,13 @@ def prestarted_servers(blocks: Sequence[ServerBlock], config: Mapping[str, Any] 
     """Start the servers of ``blocks`` now, for the ``ServerFleet``s asking for the same blocks later; they are
     stopped on exit. A block that asks for several copies (``replicas: N``) gets them all now: their start-up then
     overlaps the caller's, not the rows' (copies a fleet does not take are stopped unused)."""
-    started = [_spawn(block, config or {}) for block in blocks if not block.url for _ in range(block.replicas_asked)]
-    for child in started:
-        child.borrowed = True
-    _prestarted.extend(started)
+    started: list[_Child] = []
     try:
+        for block in blocks:
+            for _ in range(0 if block.url else block.replicas_asked):
+                started.append(_spawn(block, config or {}))
+                started[-1].borrowed = True
+                _prestarted.append(started[-1])
         yield
     finally:
         for child in started:
@@ -371,6 +398,7 @@ def _borrow_prestarted(block: ServerBlock, config: Mapping[str, Any]) -> _Child 
     for child in _prestarted:
         if child.identity == identity:
             _prestarted.remove(child)
+            child.wait_from = time.monotonic()
             return child
     return None
 

@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 STOP_GRACE_S = 5.0
+CANNOT_START = 127  # the shell's code for a command it cannot run
 _PR_SET_PDEATHSIG = 1
 
 
@@ -59,16 +60,20 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop_on_term)
     with open(spec["log"], "ab") as log:
-        server = subprocess.Popen(
-            spec["argv"],
-            cwd=spec["cwd"],
-            env=spec["env"],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_guard,
-        )
+        try:
+            server = subprocess.Popen(
+                spec["argv"],
+                cwd=spec["cwd"],
+                env=spec["env"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_guard,
+            )
+        except OSError as exc:  # no such Python, no such folder: said where the launcher looks, the log
+            log.write(f"cannot run {spec['argv']} in {spec['cwd']}: {exc}\n".encode())
+            return CANNOT_START
     print(f"STARTED {server.pid}", flush=True)
     stdin = sys.stdin.buffer.fileno()
     try:

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from omegaconf import OmegaConf
 
 from reverify_assets.config.implementations import BUILTIN_TYPES
 from reverify_assets.config.topology import ServerBlock
@@ -28,7 +29,7 @@ from reverify_assets.gym.installation import (
 )
 from reverify_assets.gym.launch import gym_server_command, server_folder
 from reverify_assets.gym.server_config import gym_server_config
-from reverify_assets.gym.server_python import added_requirements, server_python
+from reverify_assets.gym.server_python import added_requirements, server_python, server_requirements
 from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.pipeline import preparation
 from reverify_assets.pipeline.preparation import load_verifier_setup
@@ -47,6 +48,32 @@ from reverify_assets.servers.registry import BUILTIN_SERVERS
 )
 def test_what_a_servers_requirements_add_to_nemo_gym(text: str, added: list[str]) -> None:
     assert added_requirements(text) == added
+
+
+@pytest.mark.parametrize(
+    ("files", "added"),
+    [
+        ({"requirements.txt": "-e nemo-gym[dev] @ ../../\ntiktoken\n"}, ["tiktoken"]),
+        (
+            {"pyproject.toml": '[project]\nname = "x"\ndependencies = ["nemo-gym[dev]", "json-repair"]\n'},
+            ["json-repair"],
+        ),
+        ({"pyproject.toml": '[project]\nname = "x"\n'}, []),
+        ({}, []),
+    ],
+)
+def test_a_server_names_its_requirements_as_nemo_gym_reads_them(
+    tmp_path: Path, files: dict[str, str], added: list[str]
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert server_requirements(tmp_path) == added
+
+
+def test_a_broken_pyproject_is_an_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project\n")
+    with pytest.raises(ReverifyError, match=r"pyproject.toml is not valid TOML"):
+        server_requirements(tmp_path)
 
 
 SERVER = {"mcqa": {"resources_servers": {"mcqa": {"entrypoint": "app.py", "grading_mode": None}}}}
@@ -258,7 +285,8 @@ def test_the_server_runs_its_entrypoint_from_its_folder_with_nemo_gyms_variables
     assert command.cwd == tmp_path / "resources_servers" / "mcqa"
     assert command.url == "http://127.0.0.1:4001"
     assert command.env["NEMO_GYM_CONFIG_PATH"] == "my_mcqa"
-    assert json.loads(command.env["NEMO_GYM_CONFIG_DICT"])["dry_run"] is False
+    assert OmegaConf.create(command.env["NEMO_GYM_CONFIG_DICT"])["dry_run"] is False
+    assert command.env["PYTHONPATH"].split(os.pathsep)[0] == str(command.cwd)
 
 
 def test_script_interpreter() -> None:
@@ -386,3 +414,18 @@ def test_the_judges_model_is_part_of_the_verifier_config(
 
 def test_the_launchers_list_of_built_in_types_is_the_registrys() -> None:
     assert BUILTIN_TYPES == set(BUILTIN_SERVERS)
+
+
+def test_a_server_that_cannot_be_run_is_said_in_its_log(tmp_path: Path) -> None:
+    guard = subprocess.Popen(
+        module_command("reverify_assets.verifier.process_guard"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=child_environment(),
+    )
+    spec = {"argv": ["/no/such/python", "app.py"], "cwd": str(tmp_path), "env": {}, "log": str(tmp_path / "s.log")}
+    assert guard.stdin is not None
+    guard.stdin.write(orjson.dumps(spec) + b"\n")
+    guard.stdin.flush()
+    assert guard.wait(timeout=60) == 127
+    assert "cannot run ['/no/such/python', 'app.py']" in (tmp_path / "s.log").read_text()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -456,3 +458,16 @@ def test_a_scan_stopped_while_its_answer_is_read_is_not_a_failure(
     monkeypatch.setattr(key_scan_process, "read_columns", folder_removed)
     with pytest.raises(key_scan_process.ScanStopped):  # not ScanFailed, which would scan again in-process
         scan.columns()
+
+
+def test_a_prestarted_server_is_not_timed_out_by_the_callers_own_start_up() -> None:
+    """Its limit counts from when a fleet begins to wait: here 10 ms, and the server answered long before."""
+    hasty = ServerBlock("mcqa", "mcqa", {"grading_mode": "lenient_boxed", "startup_timeout_s": 0.01})
+    with prestarted_servers([hasty]):
+        child = launcher._prestarted[0]
+        assert child.process.stdout is not None
+        deadline = time.monotonic() + 120
+        while not select.select([child.process.stdout], [], [], 0.1)[0]:  # its ready line is waiting
+            assert time.monotonic() < deadline, "the server did not start"
+        with ServerFleet([hasty]) as urls:
+            assert set(urls) == {"mcqa"}
