@@ -5,8 +5,9 @@ alone, so copies of it give the same answers: one server process is otherwise th
 servers spend milliseconds of CPU a row). Under ``--force`` the user vouches for any server. ``replicas: N`` in
 a block sets the number; one of NeMo Gym's stateless servers gets one per core unless told otherwise. A built-in
 server gets one: it grades a row in tens of microseconds, the run's own process does as much work again, and a
-second copy on 2 cores made 100,000 rows slower (13.4 s with one, 14.9-17.2 s with two). The extra copies start
-once the first has answered, so they do not slow the first request; rows go to them as they join.
+second copy on 2 cores made 100,000 rows slower (13.4 s with one, 14.9-17.2 s with two). Copies a block asks for
+start with the command (``launcher.prestarted_servers``); those nobody asked for start once the first has
+answered, so they never delay the first request. Rows go to the copies as they join.
 """
 
 from __future__ import annotations
