@@ -46,15 +46,23 @@ class ServerBlock:
         (``judge_model_server: {type: responses_api_models, name: policy_model}``), in field order."""
         found = []
         for value in self.fields.values():
-            if not isinstance(value, Mapping) or value.get("type") != MODELS:
-                continue
-            block = config.get(str(value.get("name")))
-            implementations = block.get(MODELS) if isinstance(block, Mapping) else None
-            if isinstance(implementations, Mapping) and len(implementations) == 1:
-                implementation, fields = next(iter(implementations.items()))
-                if isinstance(fields, Mapping):
-                    found.append(ServerBlock(str(value["name"]), implementation, fields, MODELS))
+            if isinstance(value, Mapping) and value.get("type") == MODELS:
+                name = str(value.get("name"))
+                model = declared_block(name, config.get(name))
+                if model is not None and model.kind == MODELS:
+                    found.append(model)
         return found
+
+
+def declared_block(instance: str, value: Any) -> ServerBlock | None:
+    """The server block of ``<instance>: {<kind>: {<implementation>: fields}}``, or None for any other value."""
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return None
+    ((kind, implementations),) = value.items()
+    if not isinstance(implementations, Mapping) or len(implementations) != 1:
+        return None
+    ((implementation, fields),) = implementations.items()
+    return ServerBlock(instance, str(implementation), fields, str(kind)) if isinstance(fields, Mapping) else None
 
 
 @dataclass(frozen=True)

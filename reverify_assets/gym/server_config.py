@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from reverify_assets.config.topology import ServerBlock, declared_block
 from reverify_assets.gym.installation import SETTINGS_KEYS
 
 LOOPBACK = "127.0.0.1"
@@ -28,27 +29,15 @@ def gym_server_config(config: Mapping[str, Any], ports: Mapping[str, int]) -> di
     for key, value in config.items():
         if key in SETTINGS_KEYS:
             continue
-        placed[key] = _placed_block(value, ports.get(key)) if _server_fields(value) is not None else value
+        block = declared_block(key, value)
+        placed[key] = value if block is None else _placed(block, ports.get(key))
     placed.setdefault("head_server", {"host": LOOPBACK, "port": HEAD_SERVER_PORT})
     placed.setdefault("dry_run", False)
     return placed
 
 
-def _server_fields(block: Any) -> Mapping[str, Any] | None:
-    """The fields of ``<instance>: {<kind>: {<implementation>: fields}}``, or None for any other value."""
-    if not isinstance(block, Mapping) or len(block) != 1:
-        return None
-    implementations = next(iter(block.values()))
-    if not isinstance(implementations, Mapping) or len(implementations) != 1:
-        return None
-    fields = next(iter(implementations.values()))
-    return fields if isinstance(fields, Mapping) else None
-
-
-def _placed_block(block: Mapping[str, Any], port: int | None) -> dict[str, Any]:
-    ((kind, implementations),) = block.items()
-    ((implementation, fields),) = implementations.items()
-    placed = {name: value for name, value in fields.items() if name not in OUR_BLOCK_FIELDS}
+def _placed(block: ServerBlock, port: int | None) -> dict[str, Any]:
+    placed = {name: value for name, value in block.fields.items() if name not in OUR_BLOCK_FIELDS}
     if port is not None:
         placed.update(host=LOOPBACK, port=port)
     elif placed.get("url"):
@@ -57,4 +46,4 @@ def _placed_block(block: Mapping[str, Any], port: int | None) -> dict[str, Any]:
         if address.hostname and port:
             placed.setdefault("host", address.hostname)
             placed.setdefault("port", port)
-    return {kind: {implementation: placed}}
+    return {block.kind: {block.type: placed}}
