@@ -14,7 +14,6 @@ import asyncio
 import signal
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -72,7 +71,7 @@ async def _serve(setup: VerifierSetup, here: list[ServerBlock], fleet: ServerFle
             await web.SockSite(runner, sock).start()
             announce(block, f"http://127.0.0.1:{sock.getsockname()[1]}", copies)
             if copies > 1:
-                growth.append(asyncio.create_task(add_replicas(fleet, block.instance, copies - 1, _adder(balancer))))
+                growth.append(asyncio.create_task(add_replicas(fleet, block.instance, copies - 1, balancer.add)))
         await serve_until_stopped(here, on_listening=announce, stop=stop)
     finally:
         for task in growth:
@@ -80,14 +79,6 @@ async def _serve(setup: VerifierSetup, here: list[ServerBlock], fleet: ServerFle
         await asyncio.gather(*growth, return_exceptions=True)  # copies still starting: the fleet stops them
         for runner in runners:
             await runner.cleanup()
-
-
-def _adder(balancer: Balancer) -> Callable[[str], int]:
-    def join(url: str) -> int:
-        balancer.add(url)
-        return len(balancer.replicas)
-
-    return join
 
 
 def _reverify_mode(url: str) -> str:

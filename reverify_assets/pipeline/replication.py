@@ -20,9 +20,7 @@ from collections.abc import Callable
 from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import REPLICAS_FIELD, ServerBlock
 from reverify_assets.errors import ReverifyError
-from reverify_assets.verifier.client import VerifierClient
 from reverify_assets.verifier.launcher import STARTUP_TIMEOUT_FIELD, ServerFleet
-from reverify_assets.verifier.replicas import ReplicaSet
 
 log = logging.getLogger("reverify")
 STATELESS = "stateless"
@@ -91,13 +89,3 @@ async def add_replicas(fleet: ServerFleet, instance: str, count: int, joined: Ca
             if url is not None:
                 waiting.remove(child)
                 log.info("reverify: a copy of %r joined at %s (%d copies)", instance, url, joined(url))
-
-
-def joining(replicas: ReplicaSet, client_for: Callable[[str], VerifierClient]) -> Callable[[str], int]:
-    """``add_replicas``'s ``joined`` for the copies a run's client sends rows to."""
-
-    def join(url: str) -> int:
-        replicas.add(client_for(url))
-        return len(replicas.replicas)
-
-    return join

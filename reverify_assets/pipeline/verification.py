@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.lib.verifier_wire import RetryPolicy
 from reverify_assets.pipeline.output_files import OutputPolicy, check_resumed_configs, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
-from reverify_assets.pipeline.replication import add_replicas, joining, wanted_replicas
+from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
@@ -147,7 +148,7 @@ async def _verify(
         for name, client in clients.items():
             block = setup.topology.servers[name]
             if (copies := wanted_replicas(block, modes[name], force=step.force, rows=planned_rows(pending, name))) > 1:
-                joined = joining(client, lambda url, name=name: VerifierClient(name, url, session, step.retry))
+                joined = partial(_join, client, name, session, step.retry)
                 growth = add_replicas(fleet, name, copies - 1, joined)
                 stack.push_async_callback(_cancelled, asyncio.create_task(growth))
         stamps = {name: provenance(setup.config_hash, setup.topology.servers[name], modes[name]) for name in clients}
@@ -171,6 +172,10 @@ async def _verify(
         if not step.policy.append and not (cache is None and stats.output_in_key_order):
             sort_by_key(files.output)
     return VerificationResult(files, stats, modes, unsafe, plan.height - pending.height)
+
+
+def _join(replicas: ReplicaSet, name: str, session: aiohttp.ClientSession, retry: RetryPolicy, url: str) -> int:
+    return replicas.add(VerifierClient(name, url, session, retry))
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

@@ -31,8 +31,10 @@ class Balancer:
         self.replicas = [_Replica(first_url.rstrip("/"))]
         self._session: aiohttp.ClientSession | None = None
 
-    def add(self, url: str) -> None:
+    def add(self, url: str) -> int:
+        """Another copy; how many there are now."""
         self.replicas.append(_Replica(url.rstrip("/")))
+        return len(self.replicas)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 30)

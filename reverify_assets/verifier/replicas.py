@@ -21,9 +21,11 @@ class ReplicaSet(VerifierClient):
         self.replicas = [first]
         self._in_flight = [0]
 
-    def add(self, replica: VerifierClient) -> None:
+    def add(self, replica: VerifierClient) -> int:
+        """Another copy; how many there are now."""
         self.replicas.append(replica)
         self._in_flight.append(0)
+        return len(self.replicas)
 
     async def _on_least_busy(self, call: Callable[[VerifierClient], Awaitable[Outcome]]) -> Outcome:
         chosen = min(range(len(self.replicas)), key=self._in_flight.__getitem__)
