@@ -114,13 +114,9 @@ class ServerFleet:
     def replica_url(self, child: _Child) -> str | None:
         """The URL of a copy from ``add_replicas`` once it answers, None while it starts (without waiting: an
         event loop asks again later); a ReverifyError when it exited or did not answer in time."""
-        if child.ready:
+        if all(_ready_now(server) for server in [*child.companions, child]):
             return child.url
-        for server in [*child.companions, child]:
-            if not server.ready and not _answering_now(server):
-                return None
-            server.ready = True
-        return child.url
+        return None
 
     def stop(self) -> None:
         _stop([child for child in self._children if not child.borrowed])
@@ -226,122 +222,91 @@ PORT_TRIES = 3
 
 def _await_ready(child: _Child, config: Mapping[str, Any]) -> _Child:
     """``child`` once it answers (a NeMo Gym server that lost its port to another process is started again)."""
-    if child.ready:
-        _check_health(child)
-    elif child.url is None:
-        _await_announced(child)
-        _check_health(child)
-    else:
-        for attempt in range(PORT_TRIES):
-            try:
-                _await_gym_servers(child)
-                break
-            except _PortTaken as taken:
-                _stop([child])
-                if attempt == PORT_TRIES - 1:
-                    raise ReverifyError(
-                        f"NeMo Gym's {child.block.type} server for {child.block.instance!r} found its port taken "
-                        f"{PORT_TRIES} times; the last log: {taken.log_path}"
-                    ) from None
-                child = _spawn_gym(child.block, config)
-    child.ready = True
-    return child
+    for attempt in range(PORT_TRIES):
+        try:
+            for server in [*child.companions, child]:
+                _wait_until_ready(server)
+            return child
+        except _PortTaken as taken:
+            _stop([child])
+            if attempt == PORT_TRIES - 1:
+                raise ReverifyError(
+                    f"NeMo Gym's {child.block.type} server for {child.block.instance!r} found its port taken "
+                    f"{PORT_TRIES} times; the last log: {taken.log_path}"
+                ) from None
+            child = _spawn_gym(child.block, config)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _await_gym_servers(child: _Child) -> None:
-    for server in [*child.companions, child]:
-        _await_answering(server)
+def _wait_until_ready(child: _Child) -> None:
+    assert child.process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(child.process.stdout, selectors.EVENT_READ)
+        while not _ready_now(child):
+            selector.select(timeout=0.1)  # wakes at once when the child prints (its ready line, or EOF)
 
 
 def _startup_limit(block: ServerBlock, builtin: bool) -> float:
     return float(block.fields.get(STARTUP_TIMEOUT_FIELD) or (BUILTIN_STARTUP_S if builtin else GYM_STARTUP_S))
 
 
-def _await_announced(child: _Child) -> None:
-    assert child.process.stdout is not None
-    deadline = child.wait_from + _startup_limit(child.block, builtin=True)
-    with selectors.DefaultSelector() as selector:
-        selector.register(child.process.stdout, selectors.EVENT_READ)
-        while True:  # one look at least: a line already waiting in the pipe counts, however late
-            remaining = deadline - time.monotonic()
-            if selector.select(timeout=min(max(remaining, 0), 0.2)):
-                line = child.process.stdout.readline().decode(errors="replace").strip()
-                if line.startswith(READY_PREFIX):
-                    child.url = line.removeprefix(READY_PREFIX)
-                    return
-                if not line and child.process.poll() is not None:
-                    break
-            elif remaining <= 0:
-                break
-    raise ReverifyError(
-        f"resources server {child.block.instance!r} ({child.block.type}) did not start: "
-        f"{_tail(child.output) or 'no output'}"
-    )
-
-
-class _PortTaken(Exception):
+class _PortTaken(ReverifyError):
     def __init__(self, log_path: Path | None) -> None:
         super().__init__(f"its port was taken (log {log_path})")
         self.log_path = log_path
 
 
-def _await_answering(child: _Child) -> None:
-    """Until the server's ``/reverify_mode`` answers; its guard exiting first means the server did."""
-    assert child.process.stdout is not None and child.url is not None
-    limit = _startup_limit(child.block, builtin=False)
-    deadline = child.wait_from + limit
-    port = child.url.rsplit(":", 1)[-1]
-    with selectors.DefaultSelector() as selector:
-        selector.register(child.process.stdout, selectors.EVENT_READ)
-        while True:  # asked once at least, however late
-            if _answers(child.url):
-                took = time.monotonic() - child.started_at
-                log.info("reverify: NeMo Gym's %s server answered after %.1f s", child.block.type, took)
-                return
-            if time.monotonic() >= deadline:
-                break
-            # The guard prints its one line at once, then nothing until it exits: readable at EOF means it exited.
-            if selector.select(timeout=0.1) and not child.process.stdout.readline():
-                child.process.wait()
-                tail = _tail(child.output)
-                if PORT_TAKEN in tail.lower() and port in tail:  # its own port, not one it opened later
-                    raise _PortTaken(child.log_path)
-                raise ReverifyError(
-                    f"NeMo Gym's {child.block.type} server for {child.block.instance!r} exited with code "
-                    f"{child.process.returncode} before it answered. The last lines of its log "
-                    f"({child.log_path}):\n{tail or '(empty)'}"
-                )
-    raise ReverifyError(
-        f"NeMo Gym's {child.block.type} server for {child.block.instance!r} did not answer at {child.url} within "
-        f"{limit:.0f} s (the block's `{STARTUP_TIMEOUT_FIELD}` sets the limit). The last lines of its log "
-        f"({child.log_path}):\n{_tail(child.output) or '(empty)'}"
-    )
-
-
-def _answering_now(child: _Child) -> bool:
-    """One look, without waiting, at whether ``child`` is ready; raises when it never will be."""
+def _ready_now(child: _Child) -> bool:
+    """One look, without waiting, at whether ``child`` answers; raises when it never will. A built-in server
+    announces its URL on stdout; a NeMo Gym server's guard prints one line, then nothing until it exits."""
+    if child.ready:
+        return True
     assert child.process.stdout is not None
+    builtin = child.log_path is None
     readable, _, _ = select.select([child.process.stdout], [], [], 0)
     line = child.process.stdout.readline() if readable else None
-    if child.url is None and line and line.decode(errors="replace").startswith(READY_PREFIX):
-        child.url = line.decode().strip().removeprefix(READY_PREFIX)
-        return True
-    if line == b"":  # EOF: the child (or the guard, for a NeMo Gym server) exited
+    if line and child.url is None and line.startswith(READY_PREFIX.encode()):
+        child.url = line.decode(errors="replace").strip().removeprefix(READY_PREFIX)
+    elif line == b"":  # EOF: the child (or the guard of a NeMo Gym server) exited
         child.process.wait()
-        raise ReverifyError(
-            f"a copy of resources server {child.block.instance!r} exited with code {child.process.returncode} "
-            f"before it answered: {_tail(child.output) or 'no output'}"
-        )
-    if child.url is not None and _answers(child.url, timeout=0.5):
+        raise _exited(child)
+    # A short wait for the answer: an event loop asks this of copies while it sends rows to the others.
+    if child.url is not None and _answers(child.url, timeout=1):
+        child.ready = True
+        if not builtin:
+            took = time.monotonic() - child.started_at
+            log.info("reverify: NeMo Gym's %s server answered after %.1f s", child.block.type, took)
         return True
-    if time.monotonic() > child.wait_from + _startup_limit(child.block, child.url is None):
+    limit = _startup_limit(child.block, builtin)
+    if time.monotonic() > child.wait_from + limit:
         raise ReverifyError(
-            f"a copy of resources server {child.block.instance!r} did not answer in time: {_tail(child.output)}"
+            f"{_described(child)} did not answer{f' at {child.url}' if child.url else ''} within {limit:.0f} s "
+            f"(the block's `{STARTUP_TIMEOUT_FIELD}` sets the limit). {_last_lines(child)}"
         )
     return False
 
 
-def _answers(url: str, timeout: float = 5) -> bool:
+def _exited(child: _Child) -> ReverifyError:
+    tail = _tail(child.output)
+    if child.url is not None and PORT_TAKEN in tail.lower() and child.url.rsplit(":", 1)[-1] in tail:
+        return _PortTaken(child.log_path)  # its own port, not one it opened later
+    return ReverifyError(
+        f"{_described(child)} exited with code {child.process.returncode} before it answered. {_last_lines(child)}"
+    )
+
+
+def _described(child: _Child) -> str:
+    if child.log_path is None:
+        return f"resources server {child.block.instance!r} ({child.block.type})"
+    return f"NeMo Gym's {child.block.type} server for {child.block.instance!r}"
+
+
+def _last_lines(child: _Child) -> str:
+    where = f"its log ({child.log_path})" if child.log_path else "its output"
+    return f"The last lines of {where}:\n{_tail(child.output) or '(empty)'}"
+
+
+def _answers(url: str, timeout: float) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/reverify_mode", timeout=timeout) as reply:
             reply.read()
@@ -401,16 +366,6 @@ def _borrow_prestarted(block: ServerBlock, config: Mapping[str, Any]) -> _Child 
             child.wait_from = time.monotonic()
             return child
     return None
-
-
-def _check_health(child: _Child) -> None:
-    try:
-        with urllib.request.urlopen(f"{child.url}/reverify_mode", timeout=5) as reply:
-            reply.read()
-    except OSError as exc:
-        raise ReverifyError(
-            f"resources server {child.block.instance!r} at {child.url} failed its health check: {exc}"
-        ) from exc
 
 
 def _tail(stream: IO[bytes], limit: int = 3000) -> str:
