@@ -8,24 +8,32 @@ otherwise, beside the CLI at its start-up peak) and exits; ``ScanProcess.columns
 exact scan must judge comes back as None, as from ``scan_key_columns`` itself; a process that failed in any
 other way is the caller's cue to scan in-process instead.
 
-    python -m reverify_assets.lib.key_scan_process {inputs|rollouts} FILE LIMIT|- OUTPUT
+Its stdin is its lifeline (``lifeline``), a pipe from the caller: should the caller die, even by SIGKILL, the scan
+removes what nobody will read (SCRATCH, the caller's folder for it, if given; else its own files) and exits at
+once, where it used to finish a scan of a big file for no one.
+
+    python -m reverify_assets.lib.key_scan_process {inputs|rollouts} FILE LIMIT|- OUTPUT [SCRATCH]
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from array import array
+from functools import partial
 from pathlib import Path
 
 import orjson
 
 from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.lib.key_columns import ExactScanNeeded, KeyColumns, key_column_blocks
+from reverify_assets.lib.lifeline import exit_with_parent
 from reverify_assets.lib.route_fields import RouteTable
 
 KINDS = ("inputs", "rollouts")
+ORPHANED = 3  # the exit status of a scan whose caller died: nobody reads it
 
 
 class ScanFailed(Exception):
@@ -37,12 +45,17 @@ class ScanStopped(Exception):
 
 
 class ScanProcess:
-    """A started scan of ``path``: the inputs' keys and routes, or the rollouts' keys (a response required)."""
+    """A started scan of ``path``: the inputs' keys and routes, or the rollouts' keys (a response required).
 
-    def __init__(self, kind: str, path: Path, limit: int | None, output: Path) -> None:
+    ``scratch``: a folder holding ``output``, the caller's for this start-up alone, which the scan removes if the
+    caller dies before it is done.
+    """
+
+    def __init__(self, kind: str, path: Path, limit: int | None, output: Path, *, scratch: Path | None = None) -> None:
         self.output = output
         self.stopped = False
-        command = module_command(__name__, kind, str(path), "-" if limit is None else str(limit), str(output))
+        arguments = [kind, str(path), "-" if limit is None else str(limit), str(output)]
+        command = module_command(__name__, *arguments, *([] if scratch is None else [str(scratch)]))
         self._process: subprocess.Popen[bytes] | None = None
         self._start_error = ""
         try:
@@ -50,7 +63,7 @@ class ScanProcess:
             # stops it on its way out (``stop``). The process is ours: what it would say, the fallback covers.
             self._process = subprocess.Popen(
                 command,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,  # its lifeline (``lifeline``): never written to
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
@@ -78,9 +91,13 @@ class ScanProcess:
 
     def stop(self) -> None:
         self.stopped = True
-        if self._process is not None and self._process.poll() is None:
+        if self._process is None:
+            return
+        if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+        if self._process.stdin is not None:
+            self._process.stdin.close()
 
 
 def write_columns(path: Path, kind: str, limit: int | None, output: Path) -> None:
@@ -100,14 +117,17 @@ def write_columns(path: Path, kind: str, limit: int | None, output: Path) -> Non
             summary = {"rows": rows, "routes": None if routes is None else routes.routes}
         except ExactScanNeeded:
             summary = {"exact": True}
-    finished = summary_of(output)
-    temporary = finished.with_name(finished.name + ".part")
+    temporary = _unfinished_summary_of(output)
     temporary.write_bytes(orjson.dumps(summary))
-    os.replace(temporary, finished)
+    os.replace(temporary, summary_of(output))
 
 
 def summary_of(output: Path) -> Path:
     return output.with_name(output.name + ".json")
+
+
+def _unfinished_summary_of(output: Path) -> Path:
+    return output.with_name(output.name + ".json.part")
 
 
 def read_columns(output: Path) -> KeyColumns | None:
@@ -126,10 +146,20 @@ def read_columns(output: Path) -> KeyColumns | None:
     return columns
 
 
+def _remove(leftovers: list[Path]) -> None:
+    for path in leftovers:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def main(argv: list[str]) -> int:
-    kind, path, limit, output = argv
+    kind, path, limit, output, *scratch = argv
     if kind not in KINDS:
         raise SystemExit(f"kind must be one of {KINDS}, not {kind!r}")
+    own_files = [Path(output), summary_of(Path(output)), _unfinished_summary_of(Path(output))]
+    exit_with_parent(partial(_remove, [Path(folder) for folder in scratch] or own_files), status=ORPHANED)
     write_columns(Path(path), kind, None if limit == "-" else int(limit), Path(output))
     return 0
 

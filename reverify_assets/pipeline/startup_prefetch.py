@@ -139,6 +139,8 @@ class PrefetchedInputs:
     index is written there too, as a parquet file, as soon as it is made, and its frame is let go once the join
     has used it: at a million rows that is 36 MB less held from the join to the end of the run's first step.
     What nobody took is forgotten on exit, the scan processes still running are stopped, and the folder removed.
+    Should this process be killed (SIGKILL), a scan still running removes the folder, else the next start-up on
+    this machine does (``_start_up_folder``).
     """
 
     def __init__(
@@ -167,9 +169,9 @@ class PrefetchedInputs:
 
     def _start(self) -> None:
         self._folder = folder = _start_up_folder(self.index_folder)
-        inputs_scan = ScanProcess("inputs", self.inputs, None, folder / "inputs.keys")
+        inputs_scan = ScanProcess("inputs", self.inputs, None, folder / "inputs.keys", scratch=folder)
         self._scans.append(inputs_scan)
-        rollouts_scan = ScanProcess("rollouts", self.rollouts, self.limit, folder / "rollouts.keys")
+        rollouts_scan = ScanProcess("rollouts", self.rollouts, self.limit, folder / "rollouts.keys", scratch=folder)
         self._scans.append(rollouts_scan)
         rollouts_key = _scan_key("rollouts", self.rollouts, self.limit)
         for_the_join: queue.SimpleQueue[InputsIndex] = queue.SimpleQueue()

@@ -365,8 +365,10 @@ def test_a_scan_process_that_fails_leaves_the_scan_to_this_process(
     in_process: list[Path] = []
     scan_here = {name: getattr(startup_prefetch, name) for name in ("index_inputs", "index_rollouts")}
 
-    def broken(self: key_scan_process.ScanProcess, kind: str, path: Path, limit: int | None, output: Path) -> None:
-        started(self, kind, path, limit, output)
+    def broken(
+        self: key_scan_process.ScanProcess, kind: str, path: Path, limit: int | None, output: Path, **options: Path
+    ) -> None:
+        started(self, kind, path, limit, output, **options)
         self._process.wait()
         if fault == "no summary":
             key_scan_process.summary_of(output).unlink()
@@ -426,8 +428,10 @@ def test_scan_processes_still_running_are_stopped_on_exit(
     processes: list[subprocess.Popen[bytes]] = []
     started = key_scan_process.ScanProcess.__init__
 
-    def slow(self: key_scan_process.ScanProcess, kind: str, path: Path, limit: int | None, output: Path) -> None:
-        started(self, kind, path, limit, output)
+    def slow(
+        self: key_scan_process.ScanProcess, kind: str, path: Path, limit: int | None, output: Path, **options: Path
+    ) -> None:
+        started(self, kind, path, limit, output, **options)
         self._process.wait()
         self._process = subprocess.Popen(["sleep", "60"])
         processes.append(self._process)
