@@ -4,7 +4,9 @@ A built-in server binds a free loopback port itself and announces it, so there i
 as long as our stdin pipe to it, so even a SIGKILLed parent leaves no server behind. One of NeMo Gym's own
 servers (see ``gym.launch``) is given a free port in its config and runs under ``process_guard``, which holds the
 same pipe; it is ready when its ``/reverify_mode`` answers, and its output goes to a log file whose last lines
-are shown if it fails to start.
+are shown if it fails to start. Either runs in a process group of its own: a terminal sends Ctrl-C to its whole
+foreground group, and a server killed by it while starting read as a server that failed to start; the parent
+handles the Ctrl-C and stops its servers on its way out.
 
 A caller that knows its servers early (``reverify run``, right after reading its config) starts them
 with ``prestarted_servers``; a ``ServerFleet`` in the same process then borrows those children instead of
@@ -145,6 +147,7 @@ def _spawn_builtin(block: ServerBlock) -> _Child:
         stdout=subprocess.PIPE,
         stderr=stderr,
         env=child_environment(),
+        process_group=0,
     )
     assert process.stdin is not None
     spec = {"instance": block.instance, "type": block.type, "fields": dict(block.fields)}
@@ -180,6 +183,7 @@ def _spawn_gym_process(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=child_environment(),
+        process_group=0,
     )
     assert process.stdin is not None
     spec = {"argv": command.argv, "cwd": str(command.cwd), "env": command.env, "log": str(log_path)}

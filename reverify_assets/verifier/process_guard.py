@@ -4,7 +4,8 @@ NeMo Gym's servers run until they are told to stop, so a parent killed with SIGK
 guard (the standard library only: it starts in milliseconds) reads the command as one JSON line on stdin,
 starts it in a session of its own with its output in a log file, and stops its whole process group when stdin
 closes (the parent stopped it or died), on SIGTERM, or when the server exits on its own (then with its exit
-code). Ctrl-C is the parent's to handle: it reaches the guard too, which leaves the server to the parent.
+code). Ctrl-C is the parent's to handle: the launcher starts the guard in a process group of its own, out of the
+terminal's reach, and a SIGINT sent to the guard itself is ignored, leaving the server to the parent.
 """
 
 from __future__ import annotations
