@@ -17,6 +17,7 @@ import polars as pl
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import interrupts
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.result_routing import provenance
@@ -86,24 +87,26 @@ def run_verification(
 
 
 async def _interruptible(work: Coroutine[Any, Any, T]) -> T:
-    """Ctrl-C cancels ``work`` (which keeps every settled row) and is raised as KeyboardInterrupt.
+    """Ctrl-C or SIGTERM cancels ``work`` (which keeps every settled row) and is raised as KeyboardInterrupt.
 
     Otherwise the signal handler in force (Dagster's, in a step) raises wherever the signal lands: inside
     one of asyncio's callbacks, asyncio logs the exception and carries on, and the run ignores the Ctrl-C.
     Only the main thread may take signals; elsewhere ``work`` runs as it is.
     """
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {signum: signal.getsignal(signum) for signum in interrupts.INTERRUPTS}
     interrupted = False
 
-    def interrupt() -> None:
+    def interrupt(signum: int) -> None:
         nonlocal interrupted
         interrupted = True
+        interrupts.note(signum)  # the loop holds the wakeup pipe that would have noted it
         if task is not None:
             task.cancel()
 
     try:
-        loop.add_signal_handler(signal.SIGINT, interrupt)
+        for signum in previous:
+            loop.add_signal_handler(signum, interrupt, signum)
     except (RuntimeError, ValueError, NotImplementedError):
         return await work
     try:
@@ -113,8 +116,10 @@ async def _interruptible(work: Coroutine[Any, Any, T]) -> T:
             raise KeyboardInterrupt from None
         raise
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, handler)
+        interrupts.watch_again()
 
 
 async def _verify(

@@ -1,4 +1,4 @@
-"""Ctrl-C during the verify loop cancels it (its clean-up runs) and comes out as KeyboardInterrupt."""
+"""Ctrl-C or SIGTERM during the verify loop cancels it (its clean-up runs) and comes out as KeyboardInterrupt."""
 
 from __future__ import annotations
 
@@ -9,34 +9,41 @@ from types import FrameType
 
 import pytest
 
+from reverify_assets.lib import interrupts
 from reverify_assets.pipeline.verification import _interruptible
 
 
-def test_ctrl_c_cancels_the_work_runs_its_cleanup_and_restores_the_handler() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_cancels_the_work_runs_its_cleanup_is_noted_and_restores_the_handlers(
+    monkeypatch: pytest.MonkeyPatch, signum: signal.Signals
+) -> None:
     cleaned_up: list[bool] = []
     calls: list[int] = []
+    monkeypatch.setattr(interrupts, "_noted", [])
 
     def previous_handler(signum: int, frame: FrameType | None) -> None:
         calls.append(signum)
 
     async def work() -> str:
         # A signal landing in one of asyncio's own callbacks used to be logged and ignored.
-        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signum)
         try:
             await asyncio.sleep(10)
         finally:
             cleaned_up.append(True)
         return "finished"
 
-    original = signal.signal(signal.SIGINT, previous_handler)
+    originals = {other: signal.signal(other, previous_handler) for other in interrupts.INTERRUPTS}
     try:
         with pytest.raises(KeyboardInterrupt):
             asyncio.run(_interruptible(work()))
         assert cleaned_up == [True]
-        assert signal.getsignal(signal.SIGINT) is previous_handler
+        assert all(signal.getsignal(other) is previous_handler for other in interrupts.INTERRUPTS)
         assert calls == [], "the signal went to the loop, not to the handler in force before"
+        assert interrupts.received() == signum
     finally:
-        signal.signal(signal.SIGINT, original)
+        for other, original in originals.items():
+            signal.signal(other, original)
 
 
 def test_work_that_is_not_interrupted_returns_its_result() -> None:
