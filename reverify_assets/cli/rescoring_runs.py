@@ -13,6 +13,7 @@ import dagster as dg
 
 from reverify_assets.defs.comparison_defs import ComparisonDefs
 from reverify_assets.defs.instance import ensure_dagster_home
+from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
 from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
 from reverify_assets.rescoring.discovery import discover_shard_keys
@@ -117,6 +118,7 @@ def _materialize(
 ) -> dg.ExecuteInProcessResult:
     """One in-process run on the CLI's instance; a failure is in the result, for the caller to describe."""
     with _instance() as instance:
+        capture_deaf_to_ctrl_c(instance)
         return dg.materialize(
             assets,
             instance=instance,

@@ -11,6 +11,7 @@ import dagster as dg
 from reverify_assets.defs.assets import ALL_ASSETS
 from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import ensure_dagster_home
+from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.errors import ReverifyError
 
@@ -78,6 +79,7 @@ def materialize_rescoring(
     selection = [*flow.selection, flow.metrics_asset] if aggregate else list(flow.selection)
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
+        capture_deaf_to_ctrl_c(instance)
         if before_run is not None:
             before_run()
         try:
