@@ -47,6 +47,9 @@ T = TypeVar("T")
 log = logging.getLogger("reverify")
 HANDED_OVER_PLAN = ("plan file",)
 START_UP_PREFIX = "start-up-"
+# How long an interrupted start-up waits for the thread writing the inputs index into its folder before it
+# removes the folder: the thread is done at once, but when its scan process failed and it scans in-process.
+WRITER_STOP_WAIT_S = 5.0
 
 
 def scan_inputs(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
@@ -138,9 +141,9 @@ class PrefetchedInputs:
     The scan processes write their columns to a folder made inside ``index_folder``; with the join, the inputs
     index is written there too, as a parquet file, as soon as it is made, and its frame is let go once the join
     has used it: at a million rows that is 36 MB less held from the join to the end of the run's first step.
-    What nobody took is forgotten on exit, the scan processes still running are stopped, and the folder removed.
-    Should this process be killed (SIGKILL), a scan still running removes the folder, else the next start-up on
-    this machine does (``_start_up_folder``).
+    What nobody took is forgotten on exit, the scan processes still running are stopped, and the folder removed
+    once nothing writes into it. Should this process be killed (SIGKILL), a scan still running removes the folder,
+    else the next start-up on this machine does (``_start_up_folder``).
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class PrefetchedInputs:
         self._checks: list[Future[Any]] = []
         self._folder: Path | None = None
         self._scans: list[ScanProcess] = []
+        self._writer: Future[Any] | None = None  # the thread that writes into the folder
 
     def __enter__(self) -> PrefetchedInputs:
         try:
@@ -182,7 +186,7 @@ class PrefetchedInputs:
             )
         else:
             inputs_key = _written_key(self.inputs)
-            inputs_index = prefetch.start(
+            inputs_index = self._writer = prefetch.start(
                 inputs_key,
                 [self.inputs],
                 lambda: _index_and_write_inputs(self.inputs, inputs_scan, folder, for_the_join),
@@ -212,6 +216,10 @@ class PrefetchedInputs:
             scan.stop()
         for key in self._keys:
             prefetch.forget(key)
+        if self._writer is not None:
+            # Removed only once nothing writes into it (the writer ends soon, its scan stopped): a file half-written
+            # while the folder was removed would have kept it.
+            futures.wait([self._writer], timeout=WRITER_STOP_WAIT_S)
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
 

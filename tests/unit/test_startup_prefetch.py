@@ -170,6 +170,29 @@ def test_the_start_up_folder_goes_when_the_start_up_fails_to_start(
     assert list(folder.iterdir()) == []
 
 
+def test_an_interrupted_start_up_removes_its_folder_once_nothing_writes_into_it(
+    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writing, written = threading.Event(), threading.Event()
+    write = startup_prefetch.write_parquet_atomic
+
+    def slow_write(frame: pl.DataFrame, path: Path) -> None:
+        writing.set()
+        time.sleep(0.3)  # the inputs index at a million rows, say, while Ctrl-C unwinds the start-up
+        write(frame, path)
+        written.set()
+
+    monkeypatch.setattr(startup_prefetch, "write_parquet_atomic", slow_write)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        with PrefetchedInputs(*files, limit=None, join_with=setup, index_folder=folder):
+            assert writing.wait(timeout=60)
+            raise KeyboardInterrupt
+    assert written.is_set(), "the folder was removed while a file was being written into it"
+    assert list(folder.iterdir()) == []
+
+
 def test_start_up_folders_of_gone_processes_on_this_machine_are_removed(
     files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path
 ) -> None:
