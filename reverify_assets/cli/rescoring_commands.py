@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.errors import UsageError
 
 # The states `backfill` can target, by flag; ShardState values. Kept as strings so that building the parser
 # does not import Dagster (a usage error must answer at once).
@@ -37,6 +35,8 @@ def add_rescoring_parsers(commands: Any) -> None:
 
 def rescoring_command(args: argparse.Namespace) -> None:
     if args.command == "ui":
+        from reverify_assets.cli.ui_command import ui_command
+
         ui_command(Path(args.project), args.port)
         return
     from reverify_assets.cli import rescoring_runs
@@ -70,18 +70,3 @@ def rescoring_command(args: argparse.Namespace) -> None:
             parallel=args.parallel,
             comparison=build_comparison(every_variant),
         )
-
-
-def ui_command(project: Path, port: int) -> None:
-    from reverify_assets.defs.instance import ensure_dagster_home
-
-    workspace = project / "workspace.yaml"
-    if not workspace.is_file():
-        raise ReverifyError(f"no workspace.yaml in {project.resolve()} (pass --project)")
-    home = ensure_dagster_home()
-    dagster = Path(sys.executable).with_name("dagster")
-    print(f"Dagster UI for DAGSTER_HOME={home}: http://127.0.0.1:{port}", flush=True)
-    command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
-    completed = subprocess.run(command, cwd=project)
-    if completed.returncode not in (0, -2, 130):
-        raise ReverifyError(f"dagster dev exited with status {completed.returncode}")
