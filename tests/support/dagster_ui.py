@@ -1,0 +1,51 @@
+"""``reverify ui`` started as a user would, and asked over GraphQL what its code server loaded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from tests.support.cli import REVERIFY
+
+ASSET_NODES = "{ assetNodes { assetKey { path } groupName isPartitioned partitionKeysByDimension { partitionKeys } } }"
+
+
+def graphql(url: str, query: str) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{url}/graphql", data=orjson.dumps({"query": query}), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return orjson.loads(reply.read())
+
+
+def start_ui(project: Path, home: Path, port: int, output: IO[Any] | int) -> subprocess.Popen[str]:
+    """``reverify ui`` in a session of its own, as a terminal's foreground job leads its own process group."""
+    return subprocess.Popen(
+        [REVERIFY, "ui", "--port", str(port)],
+        cwd=project,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def loaded_asset_nodes(url: str, timeout: float = 120) -> dict[str, Any] | None:
+    """The UI's answer once its code server has loaded the assets (None if it never did within ``timeout``)."""
+    deadline, answer = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            answer = graphql(url, ASSET_NODES)
+            if answer.get("data", {}).get("assetNodes"):
+                return answer
+        except OSError:
+            pass
+        time.sleep(1)
+    return answer
