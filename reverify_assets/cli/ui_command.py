@@ -1,10 +1,11 @@
 """``reverify ui``: ``dagster dev`` on the CLI's DAGSTER_HOME, stopped with every process it started.
 
-``dagster dev`` runs in a process group of its own, so that Ctrl-C and SIGTERM are this command's to relay: a
-terminal sends Ctrl-C to its whole foreground group, and Dagster's webserver, daemon and code servers, each
-interrupted on its own while ``dagster dev`` was telling them to stop, left some of them running. Relayed, the
-Ctrl-C reaches ``dagster dev`` alone, which stops the others (about 2 s); what is left of its group after
-``STOP_S`` seconds, or after a second Ctrl-C, is killed.
+``dagster dev`` runs in a process group of its own, out of the terminal's reach; the Ctrl-C or SIGTERM this
+command gets is relayed to it as one Ctrl-C, which it answers by stopping its webserver, daemon and code servers
+(about 2 s). Whatever of its group is left after ``STOP_S`` seconds, or after a second Ctrl-C, is killed. Once,
+a Ctrl-C made ``subprocess.run`` kill ``dagster dev`` outright after a quarter of a second, and a SIGTERM killed
+this command: unless a terminal's Ctrl-C had reached them too, the webserver, daemon and code servers kept
+running, told nothing.
 """
 
 from __future__ import annotations
