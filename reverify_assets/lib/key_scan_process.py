@@ -83,11 +83,13 @@ class ScanProcess:
         if returncode != 0:
             raise ScanFailed(f"the key scan process exited with {returncode}")
         try:
-            return read_columns(self.output)
+            columns = read_columns(self.output)
         except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError) as exc:
             if self.stopped:  # stopped while reading: the start-up's folder is being removed
                 raise ScanStopped from exc
             raise ScanFailed(f"cannot read the key scan's answer {self.output}: {exc}") from exc
+        _remove(_files_of(self.output))  # read once: no file is left for a killed caller to leave behind
+        return columns
 
     def stop(self) -> None:
         self.stopped = True
@@ -146,6 +148,10 @@ def read_columns(output: Path) -> KeyColumns | None:
     return columns
 
 
+def _files_of(output: Path) -> list[Path]:
+    return [output, summary_of(output), _unfinished_summary_of(output)]
+
+
 def _remove(leftovers: list[Path]) -> None:
     for path in leftovers:
         if path.is_dir():
@@ -158,8 +164,7 @@ def main(argv: list[str]) -> int:
     kind, path, limit, output, *scratch = argv
     if kind not in KINDS:
         raise SystemExit(f"kind must be one of {KINDS}, not {kind!r}")
-    own_files = [Path(output), summary_of(Path(output)), _unfinished_summary_of(Path(output))]
-    exit_with_parent(partial(_remove, [Path(folder) for folder in scratch] or own_files), status=ORPHANED)
+    exit_with_parent(partial(_remove, [Path(folder) for folder in scratch] or _files_of(Path(output))), status=ORPHANED)
     write_columns(Path(path), kind, None if limit == "-" else int(limit), Path(output))
     return 0
 

@@ -74,6 +74,7 @@ def write_inputs_index(path: Path, target: Path) -> tuple[int, list[dict[str, An
     written: WrittenInputsIndex | None = _take_prefetched(_written_key(path))
     if written is not None:
         move_into_place(written.file, target)
+        _remove_if_empty(written.file.parent)  # the start-up's folder: its last file is taken
         return written.rows, written.routes
     index = scan_inputs(path)
     write_parquet_atomic(inputs_index_frame(index), target)
@@ -142,8 +143,9 @@ class PrefetchedInputs:
     index is written there too, as a parquet file, as soon as it is made, and its frame is let go once the join
     has used it: at a million rows that is 36 MB less held from the join to the end of the run's first step.
     What nobody took is forgotten on exit, the scan processes still running are stopped, and the folder removed
-    once nothing writes into it. Should this process be killed (SIGKILL), a scan still running removes the folder,
-    else the next start-up on this machine does (``_start_up_folder``).
+    once nothing writes into it; it goes earlier if all its files were taken (the scans' on ``wait``, the inputs
+    index when the asset moves it into its run's folder). Should this process be killed (SIGKILL) before, a scan
+    still running removes the folder, else the next start-up on this machine does (``_start_up_folder``).
     """
 
     def __init__(
@@ -249,6 +251,8 @@ class PrefetchedInputs:
         for check in self._checks:
             check.result()
         self._checks = []
+        if self._folder is not None:
+            _remove_if_empty(self._folder)  # the scans' files are read; the inputs index, if written, waits
 
 
 def _start_up_folder(parent: Path | None) -> Path:
@@ -261,6 +265,14 @@ def _start_up_folder(parent: Path | None) -> Path:
         if owner.isdigit() and rest.startswith(f"{host}-") and not _is_running(int(owner)):
             shutil.rmtree(folder, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{START_UP_PREFIX}{pid}-{host}-", dir=parent))
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """So that a start-up whose files are all taken leaves nothing behind, even if the run is killed later."""
+    try:
+        folder.rmdir()
+    except OSError:  # not empty, or gone
+        pass
 
 
 def _is_running(pid: int) -> bool:

@@ -126,6 +126,7 @@ def test_the_assets_take_the_prefetched_scans_and_plan(
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, index_folder=work) as prefetched:
         prefetched.wait()
         assert write_inputs_index(inputs, target) == (3, [{}])
+        assert [path.name for path in work.iterdir()] == ["run"], "its files taken, the start-up's folder went"
         assert pl.read_parquet(target).equals(inputs_index_frame(made[0]))
         assert scan_rollouts(rollouts).rows == 3
         plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
@@ -137,7 +138,7 @@ def test_the_assets_take_the_prefetched_scans_and_plan(
 
 
 def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(
-    files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inputs, rollouts = files
     scans: list[Path] = []
@@ -148,8 +149,11 @@ def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(
         return scan(path, columns)
 
     monkeypatch.setattr(startup_prefetch, "inputs_index_of", counted)
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
+    work = tmp_path / "work"
+    work.mkdir()
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None, index_folder=work) as prefetched:
         prefetched.wait()
+        assert list(work.iterdir()) == [], "nothing written there is left once the start-up is over"
         assert prefetch.take(("inputs index file", inputs.resolve())) is None
         assert scan_inputs(inputs).keys.rows == 3
     assert scans == [inputs]  # the prefetched frame was taken, not scanned again
