@@ -15,6 +15,7 @@ from reverify_assets.defs.comparison_defs import ComparisonDefs
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
 from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
+from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
 
@@ -122,6 +123,7 @@ def _materialize(
             instance=instance,
             partition_key=partition_key,
             selection=selection,
+            resources={"io_manager": RunScopedIOManager()},
             run_config=QUIET_RUN_CONFIG,
             raise_on_error=False,
             tags=tags,
