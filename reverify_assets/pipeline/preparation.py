@@ -29,7 +29,7 @@ from reverify_assets.lib.key_index import (
     scan_keys,
 )
 from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.payload import missing_response_message
+from reverify_assets.lib.payload import has_response, missing_response_message
 from reverify_assets.lib.route_fields import RouteTable, route_fields
 from reverify_assets.pipeline.replication import check_placement_fields
 from reverify_assets.servers.registry import BUILTIN_SERVERS, check_known_fields, validate_builtin_block
@@ -114,7 +114,7 @@ def rollouts_index_of(
     if columns is None:
 
         def require_response(entry: JsonlLine, key: RolloutKey) -> None:
-            if "response" not in entry.row:
+            if not has_response(entry.row):
                 raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
         return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)
