@@ -160,17 +160,3 @@ def test_what_counts_as_an_override(token: str, is_one: bool) -> None:
     from reverify_assets.config.loading import is_override
 
     assert is_override(token) is is_one
-
-
-def test_output_may_not_be_the_sidecar_being_recovered(tmp_path: Path) -> None:
-    from reverify_assets.pipeline.options import RunOptions
-
-    options = RunOptions(
-        config_paths=[tmp_path / "c.yaml"],
-        inputs=tmp_path / "i.jsonl",
-        rollouts=tmp_path / "r.jsonl",
-        output=tmp_path / "r_failures.jsonl",
-        judge_failed_only=True,
-    )
-    with pytest.raises(UsageError, match="is the failures sidecar --judge-failed-only recovers from"):
-        options.check_flags()
