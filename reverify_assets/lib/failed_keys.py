@@ -18,7 +18,8 @@ from reverify_assets.lib.keys import RolloutKey, row_key
 from reverify_assets.lib.result_routing import FAILURE_CLASS_FIELD
 
 TERMINAL_FIELD = "_ng_failure_terminal"
-# A failure without a class of its own (missing, empty or not a string), as the verify loop counts it too.
+# The class of a failure without one of its own (missing, empty or not a string); the verify loop names a
+# failure without a class so too.
 UNKNOWN_CLASS = "unknown"
 
 Noted = TypeVar("Noted")
