@@ -43,8 +43,9 @@ class VerifierSetup:
 
 
 def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> VerifierSetup:
-    config = load_config(config_paths, overrides)
-    topology = read_topology(config)
+    loaded = load_config(config_paths, overrides)
+    config = loaded.values
+    topology = read_topology(config, loaded.sources)
     for block in topology.servers.values():
         if block.url:
             continue

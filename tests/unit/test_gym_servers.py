@@ -252,7 +252,7 @@ def test_an_unknown_type_names_the_closest_nemo_gym_server(tmp_path: Path) -> No
     installation = an_installation(servers_tree(tmp_path))
     with pytest.raises(ReverifyError, match=r"'mcqq'.*of the 1 resources_servers of NeMo Gym.*did you mean `mcqa`"):
         server_folder(ServerBlock("x", "mcqq", {}), installation)
-    with pytest.raises(ReverifyError, match=r"has no entrypoint 'main.py'"):
+    with pytest.raises(ReverifyError, match=r"entrypoint` is 'main.py', which NeMo Gym's .*mcqa does not have"):
         server_folder(ServerBlock("x", "mcqa", {"entrypoint": "main.py"}), installation)
 
 
@@ -384,7 +384,7 @@ def test_a_judge_names_its_model_server_block() -> None:
     )
     [model] = block.referenced_models(JUDGE_CONFIG)
     assert (model.instance, model.type, model.kind) == ("policy_model", "openai_model", "responses_api_models")
-    assert model.config_path == "policy_model.responses_api_models.openai_model"
+    assert model.named() == "`policy_model.responses_api_models.openai_model`"
     assert block.referenced_models({"judge": JUDGE_CONFIG["judge"]}) == []  # not declared: nothing to start
 
 
