@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
 
+from reverify_assets.config.server_url import url_problem
 from reverify_assets.config.sources import UNTRACKED, ConfigSources
 from reverify_assets.errors import ReverifyError
 
@@ -22,6 +23,7 @@ ENVIRONMENTS = "environment_servers"
 # NeMo Gym's kinds of server block (nemo_gym/config_types.py, is_almost_server).
 SERVER_KINDS = (RESOURCES_SERVERS, AGENTS, MODELS, ENVIRONMENTS)
 REPLICAS_FIELD = "replicas"  # how many copies of the server run (``pipeline.replication``)
+URL_FIELD = "url"  # a running server's: nothing is started for the block
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,14 @@ class ServerBlock:
     # Who set each field, for errors to name (``named``); equal blocks are equal wherever they were set.
     sources: ConfigSources = field(default=UNTRACKED, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        url = self.fields.get(URL_FIELD)
+        if url not in (None, "") and (problem := url_problem(url)) is not None:
+            raise ReverifyError(f"config: {self.named(URL_FIELD)} is {url!r}; {problem}")
+
     @property
     def url(self) -> str | None:
-        url = self.fields.get("url")
+        url = self.fields.get(URL_FIELD)
         return str(url).rstrip("/") if url else None
 
     @property

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.config.loading import load_config
+from reverify_assets.config.server_url import url_problem
 from reverify_assets.config.sources import DEFAULT, UNTRACKED
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.pipeline.preparation import load_verifier_setup
+from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 
 MCQA_BLOCK = "mcqa.resources_servers.mcqa"
 MCQA = "mcqa:\n  resources_servers:\n    mcqa:\n"
@@ -102,6 +104,7 @@ def test_a_config_built_in_code_names_the_path_alone() -> None:
             "(set by ++mcqa.resources_servers.mcqa.startup_timeout_s on the command line) is -1",
         ),
         ([MCQA + "      implementation: nemo\n"], [], f"`{MCQA_BLOCK}.implementation` (set in <a>) is 'nemo'"),
+        ([MCQA + "      url: localhost:8000\n"], [], f"`{MCQA_BLOCK}.url` (set in <a>) is 'localhost:8000'"),
         (
             [
                 MCQA + "      grading_mode: null\n",
@@ -133,6 +136,12 @@ def test_a_config_built_in_code_names_the_path_alone() -> None:
             f"`{MCQA_BLOCK}.grading_mode` (set in <a> as `${{nowhere}}`; `nowhere` {DEFAULT}) cannot resolve "
             "interpolation: Interpolation key 'nowhere' not found",
         ),
+        (
+            ["judge:\n  resources_servers:\n    equivalence_judge: {judge_base_url: 'http://'}\n"],
+            [],
+            "`judge.resources_servers.equivalence_judge.judge_base_url` (set in <a>): Value error, 'http://': "
+            "it names no host",
+        ),
     ],
 )
 def test_config_errors_name_the_file_that_set_the_value(
@@ -142,3 +151,57 @@ def test_config_errors_name_the_file_that_set_the_value(
         load_verifier_setup(write_files(tmp_path, texts), overrides)
     assert caught.value.exit_code == 1
     assert said(tmp_path, expected) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("not-a-url", "it is an http:// or https:// URL, such as http://127.0.0.1:8000"),
+        ("localhost:8000", "it is an http:// or https:// URL (did you mean `http://localhost:8000`?)"),
+        ("127.0.0.1:8000", "(did you mean `http://127.0.0.1:8000`?)"),
+        ("ftp://x", "it is an http:// or https:// URL, such as"),
+        ("http://", "it names no host"),
+        ("https://:8000", "it names no host"),
+        ("http://h:99999", "it is not a URL (Port out of range 0-65535)"),
+        ("http://h:port", "it is not a URL"),
+        ("http://h:0", "port 0 is not one a server listens on"),
+        ("http://h:1/v1?key=x", "a base URL holds no query, fragment or spaces"),
+        ("http://h 1:80", "a base URL holds no query, fragment or spaces"),
+        (8000, "it is an http:// or https:// URL"),
+        (True, "it is an http:// or https:// URL"),
+        # Good ones.
+        ("http://127.0.0.1:8000", None),
+        ("http://127.0.0.1:8000/", None),
+        ("https://api.example.com/v1", None),
+        ("http://[::1]:8000", None),
+        ("HTTP://Host", None),
+    ],
+)
+def test_url_problems(url: object, problem: str | None) -> None:
+    found = url_problem(url)
+    assert found == problem if problem is None else (found is not None and problem in found)
+
+
+@pytest.mark.parametrize("url", [None, ""])
+def test_no_url_means_a_server_started_here(url: str | None) -> None:
+    assert ServerBlock("mcqa", "mcqa", {"url": url}).url is None
+
+
+def test_a_judge_model_server_url_is_checked_too() -> None:
+    config = {
+        "judge": {
+            "resources_servers": {
+                "equivalence_llm_judge": {"judge_model_server": {"type": "responses_api_models", "name": "m"}}
+            }
+        },
+        "m": {"responses_api_models": {"openai_model": {"url": "m:8000"}}},
+    }
+    block = ServerBlock("judge", "equivalence_llm_judge", config["judge"]["resources_servers"]["equivalence_llm_judge"])
+    with pytest.raises(ReverifyError, match=r"`m\.responses_api_models\.openai_model\.url` is 'm:8000'"):
+        block.referenced_models(config)
+
+
+def test_the_judge_base_url_is_a_url() -> None:
+    with pytest.raises(ValueError, match="did you mean `http://localhost:8765`"):
+        EquivalenceJudgeConfig(judge_base_url="localhost:8765")
+    assert EquivalenceJudgeConfig(judge_base_url="https://api.openai.com/v1").judge_base_url.endswith("/v1")
