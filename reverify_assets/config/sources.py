@@ -18,7 +18,8 @@ KeyPath = tuple[str, ...]
 REFERENCE = re.compile(r"^\$\{([A-Za-z_][\w-]*(?:\.[\w-]+)*)\}$")
 # ${a} -> ${b} -> ...: enough for any sensible chain; OmegaConf itself refuses a loop when it resolves.
 MAX_REFERENCE_HOPS = 8
-DEFAULT = "not set by any --config file or override: the default"
+NOT_SET = "not set by any --config file or override"
+DEFAULT = f"{NOT_SET}: the default"  # said of the path asked about; a `${...}` naming nothing is just not set
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,13 @@ class ConfigSources:
         """The path in backticks and where its value was set, e.g. "`a.b.c` (set in configs/x.yaml)"."""
         keys = tuple(map(str, path))
         shown = f"`{'.'.join(keys)}`"
-        return f"{shown} ({self.origin(keys)})" if self.tracked else shown
+        if not self.tracked:
+            return shown
+        origin = self.origin(keys)
+        return f"{shown} ({DEFAULT if origin == NOT_SET else origin})"
 
     def origin(self, keys: KeyPath, hops: int = MAX_REFERENCE_HOPS) -> str:
-        """Where the value at ``keys`` was set: "set in a.yaml", "set by ++a.b on the command line", or ``DEFAULT``."""
+        """Where the value at ``keys`` was set: "set in a.yaml", "set by ++a.b on the command line", or ``NOT_SET``."""
         for depth in range(len(keys), 0, -1):
             entry = self._entries.get(keys[:depth])
             if entry is None:
@@ -88,7 +92,7 @@ class ConfigSources:
                 return where  # a plain value, or a path inside one (a list's item)
             target = (*entry.reference.split("."), *keys[depth:])
             return f"{where} as `${{{entry.reference}}}`; `{'.'.join(target)}` {self.origin(target, hops - 1)}"
-        return DEFAULT
+        return NOT_SET
 
 
 def _joined(setters: list[_Setter]) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.server_url import url_problem
-from reverify_assets.config.sources import DEFAULT, UNTRACKED
+from reverify_assets.config.sources import DEFAULT, NOT_SET, UNTRACKED
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.pipeline.preparation import load_verifier_setup
@@ -133,7 +133,7 @@ def test_a_config_built_in_code_names_the_path_alone() -> None:
         (
             [MCQA + "      grading_mode: ${nowhere}\n"],
             [],
-            f"`{MCQA_BLOCK}.grading_mode` (set in <a> as `${{nowhere}}`; `nowhere` {DEFAULT}) cannot resolve "
+            f"`{MCQA_BLOCK}.grading_mode` (set in <a> as `${{nowhere}}`; `nowhere` {NOT_SET}) cannot resolve "
             "interpolation: Interpolation key 'nowhere' not found",
         ),
         (
