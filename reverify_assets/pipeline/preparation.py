@@ -56,7 +56,7 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
         else:
             if block.type in BUILTIN_SERVERS:
                 check_known_fields(block)
-            server_folder(block, find_installation(config))
+            server_folder(block, find_installation(config, sources=loaded.sources))
     # A judge's model server is part of the grader: another model is another verifier.
     models = {model.instance: model for block in topology.servers.values() for model in block.referenced_models(config)}
     return VerifierSetup(config, topology, verifier_config_hash([*topology.servers.values(), *models.values()]))

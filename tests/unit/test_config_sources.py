@@ -114,6 +114,11 @@ def test_a_config_built_in_code_names_the_path_alone() -> None:
             "`ag.responses_api_agents.s.resources_server.name` (set in <b>) names resources server 'gone'",
         ),
         (
+            [MCQA + "      implementation: nemo_gym\n", "nemo_gym_python: /no/such/python\n"],
+            [],
+            "config key `nemo_gym_python` (set in <b>) names /no/such/python, which is not an executable Python",
+        ),
+        (
             [MCQA + "      grading_mode: null\n", "mcqa:\n  resource_servers:\n    mcqa: {grading_mode: x}\n"],
             [],
             "`mcqa.resource_servers` (set in <b>) is not a kind of server block (did you mean `resources_servers`?)",

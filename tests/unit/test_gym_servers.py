@@ -406,7 +406,7 @@ def test_the_judges_model_is_part_of_the_verifier_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value: str, changes_the_hash: bool
 ) -> None:
     monkeypatch.setattr(preparation, "server_folder", lambda block, installation: tmp_path)
-    monkeypatch.setattr(preparation, "find_installation", lambda config: None)
+    monkeypatch.setattr(preparation, "find_installation", lambda config, **_: None)
     changed = json.loads(json.dumps(JUDGE_CONFIG))
     changed["policy_model"]["responses_api_models"]["openai_model"][field] = value
     assert (config_hash_of(JUDGE_CONFIG, tmp_path) != config_hash_of(changed, tmp_path)) is changes_the_hash
