@@ -43,8 +43,9 @@ class VerifierSetup:
 
 
 def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> VerifierSetup:
-    config = load_config(config_paths, overrides)
-    topology = read_topology(config)
+    loaded = load_config(config_paths, overrides)
+    config = loaded.values
+    topology = read_topology(config, loaded.sources)
     for block in topology.servers.values():
         if block.url:
             continue
@@ -55,7 +56,7 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
         else:
             if block.type in BUILTIN_SERVERS:
                 check_known_fields(block)
-            server_folder(block, find_installation(config))
+            server_folder(block, find_installation(config, sources=loaded.sources))
     # A judge's model server is part of the grader: another model is another verifier.
     models = {model.instance: model for block in topology.servers.values() for model in block.referenced_models(config)}
     return VerifierSetup(config, topology, verifier_config_hash([*topology.servers.values(), *models.values()]))

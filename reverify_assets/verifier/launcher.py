@@ -281,7 +281,7 @@ def _ready_now(child: _Child) -> bool:
     if time.monotonic() > child.wait_from + limit:
         raise ReverifyError(
             f"{_described(child)} did not answer{f' at {child.url}' if child.url else ''} within {limit:.0f} s "
-            f"(the block's `{STARTUP_TIMEOUT_FIELD}` sets the limit). {_last_lines(child)}"
+            f"(the limit: {child.block.named(STARTUP_TIMEOUT_FIELD)}). {_last_lines(child)}"
         )
     return False
 

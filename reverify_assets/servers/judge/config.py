@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from reverify_assets.config.server_url import url_problem
 from reverify_assets.lib.verifier_wire import RetryPolicy
 from reverify_assets.servers.judge.prompt import DEFAULT_PROMPT_TEMPLATE, check_template
 from reverify_assets.servers.judge.verdict import EQUAL_LABEL, NOT_EQUAL_LABEL
@@ -90,8 +91,8 @@ class EquivalenceJudgeConfig(BaseModel):
     @field_validator("judge_base_url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError("judge_base_url must start with http:// or https://")
+        if (problem := url_problem(url)) is not None:
+            raise ValueError(f"{url!r}: {problem}")
         return url
 
     def retry_policy(self) -> RetryPolicy:
