@@ -14,7 +14,7 @@ import logging
 from pydantic import ValidationError
 
 from reverify_assets.defs.instance import ensure_dagster_home
-from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.errors import ReverifyError, UsageError, WriteError
 from reverify_assets.lib import prefetch
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.judge_recovery import source_failures_path
@@ -96,7 +96,14 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     # From before anything starts to the last file written: another run's --overwrite is refused while this one
     # runs, not only while its verify step does.
     with exclusive_output(options.output):
-        _start_and_materialize(options, setup)
+        try:
+            _start_and_materialize(options, setup)
+        except WriteError as exc:
+            raise ReverifyError(
+                f"{exc}. The files hold whole rows only, and a metrics file is written whole or not at all: once "
+                f"{exc.path.parent} can take them (free some space, or make it writable), run the same command "
+                "with --resume to finish."
+            ) from exc
 
 
 def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:

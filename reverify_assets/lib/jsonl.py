@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import WRITE_ERRNOS, ReverifyError, WriteError
 from reverify_assets.lib.atomic_files import temporary_name
 
 # Rows run to kilobytes: with the default 8 KiB buffer, iterating a 245 MB output took 0.09-0.10 s, with
@@ -107,18 +107,27 @@ class LineAppender:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise WriteError(path, exc) from exc
         self.lines_written = 0
 
     def write_lines(self, lines: Iterable[bytes]) -> None:
+        """All the lines, or none: a write the disk refuses part of way is cut back to where the batch began."""
         batch = b"".join(lines)
         if not batch:
             return
         view = memoryview(batch)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        start = os.fstat(self._fd).st_size
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError as exc:
+            os.ftruncate(self._fd, start)  # frees blocks: it needs no room
+            raise WriteError(self.path, exc) from exc
         self.lines_written += batch.count(b"\n")
 
     def close(self) -> None:
@@ -140,8 +149,11 @@ class AtomicWriter:
         self._fh: BinaryIO | None = None
 
     def __enter__(self) -> BinaryIO:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self._tmp, "wb", buffering=WRITE_BUFFER_BYTES)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self._tmp, "wb", buffering=WRITE_BUFFER_BYTES)
+        except OSError as exc:
+            raise WriteError(self.path, exc) from exc
         return self._fh
 
     def __exit__(
@@ -150,13 +162,19 @@ class AtomicWriter:
         assert self._fh is not None
         try:
             self._fh.close()  # with a big buffer, a full disk is often found only here
+        except OSError as close_error:
+            self._tmp.unlink(missing_ok=True)
+            raise WriteError(self.path, close_error) from close_error
         except BaseException:
             self._tmp.unlink(missing_ok=True)
             raise
         if exc_type is None:
             os.replace(self._tmp, self.path)
-        else:
-            self._tmp.unlink(missing_ok=True)
+            return
+        self._tmp.unlink(missing_ok=True)
+        # The block's writes to the file: a read error of the block's own (it may copy another file) stays as is.
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+            raise WriteError(self.path, exc) from exc
 
 
 def write_json_atomic(path: Path, value: Any) -> None:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import subprocess
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
-from aiohttp import web
 
 from reverify_assets.lib.file_names import lock_path
 from tests.support.cli import (
@@ -27,31 +22,9 @@ from tests.support.cli import (
     url_config,
 )
 from tests.support.fake_verifier import FakeVerifier
+from tests.support.waiting import CLI_LIMIT_S, HeldAggregation, wait_for
 
 NEMO_GYM_MCQA = ROOT / "tests" / "data" / "nemo_gym_servers" / "mcqa"
-CLI_LIMIT_S = 600  # generous: the machine may be busy
-
-
-class HeldAggregation(FakeVerifier):
-    """``/aggregate_metrics`` waits until the test lets it go: a run kept in its aggregation phase."""
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.aggregating = threading.Event()
-        self.release = threading.Event()
-
-    async def _aggregate(self, request: web.Request) -> web.Response:
-        self.aggregating.set()
-        await asyncio.get_running_loop().run_in_executor(None, self.release.wait, CLI_LIMIT_S)
-        return await super()._aggregate(request)
-
-
-def wait_for(condition: Callable[[], bool], what: str, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + CLI_LIMIT_S
-    while not condition():
-        assert process.poll() is None, f"the run ended before {what}"
-        assert time.monotonic() < deadline, f"never {what}"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("phase", ["verify", "aggregation"])
