@@ -14,8 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.cli import fake_dataset, read_jsonl, run_args, run_reverify, start_reverify, url_config
+from tests.support.cli import fake_dataset, read_jsonl, run_args, run_reverify, start_piped, url_config
 from tests.support.fake_verifier import FakeVerifier
+from tests.support.small_disk import mounted_tmpfs
 from tests.support.waiting import CLI_LIMIT_S, HeldAggregation, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small file system needs root")
@@ -31,15 +32,8 @@ class SmallDisk:
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
-    folder = tmp_path / "disk"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "size=256k") as folder:
         yield SmallDisk(folder)
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
 
 
 def assert_clear_error(result: subprocess.CompletedProcess[str], path: Path, reason: str) -> None:
@@ -86,13 +80,7 @@ def test_no_room_for_the_metrics_keeps_the_output_and_writes_no_partial_metrics(
     filler = small_disk.path / "filler"
     with HeldAggregation() as server:
         config = url_config(tmp_path, server.url)
-        run = start_reverify(
-            *run_args(config, inputs, rollouts, output),
-            home=tmp_path / "h",
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        run = start_piped(*run_args(config, inputs, rollouts, output), home=tmp_path / "h")
         try:
             wait_for(server.aggregating.is_set, "reached its aggregation", run)
             _fill(filler)

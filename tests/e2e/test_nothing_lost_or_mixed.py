@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import orjson
@@ -18,7 +17,7 @@ from tests.support.cli import (
     run_args,
     run_reverify,
     run_with_config,
-    start_reverify,
+    start_piped,
     url_config,
 )
 from tests.support.fake_verifier import FakeVerifier
@@ -33,13 +32,7 @@ def test_overwrite_of_an_output_a_live_run_writes_is_refused_naming_its_pid(tmp_
     output = tmp_path / "out" / "o.jsonl"
     with HeldAggregation(latency_s=0.5 if phase == "verify" else 0.0) as server:
         config = url_config(tmp_path, server.url)
-        first = start_reverify(
-            *run_args(config, inputs, rollouts, output),
-            home=tmp_path / "h1",
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        first = start_piped(*run_args(config, inputs, rollouts, output), home=tmp_path / "h1")
         try:
             if phase == "verify":
                 wait_for(lambda: server.stats.verify_calls > 0, "verified a row", first)

@@ -13,6 +13,7 @@ import pytest
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import lock_path
 from reverify_assets.lib.output_lock import exclusive_output
+from tests.support.small_disk import mounted_tmpfs
 
 HOLD = """
 import sys
@@ -72,14 +73,7 @@ def test_a_folder_the_lock_made_is_removed_with_it_unless_the_run_wrote_there(tm
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a read-only file system")
 def test_a_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as folder:
         with pytest.raises(ReverifyError, match=r"cannot write the output's folder .*ro: Read-only file system"):
             with exclusive_output(folder / "o.jsonl"):
                 pass
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
