@@ -27,3 +27,10 @@ class WriteError(ReverifyError):
     def __init__(self, path: Path, cause: OSError) -> None:
         super().__init__(f"cannot write {path}: {cause.strerror or cause}")
         self.path = path
+
+
+class ReadError(ReverifyError):
+    """A file could not be read (an I/O error, a file removed under us): the message names it."""
+
+    def __init__(self, path: Path | str, cause: OSError) -> None:
+        super().__init__(f"cannot read {path}: {cause.strerror or cause}")

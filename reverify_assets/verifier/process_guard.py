@@ -1,10 +1,10 @@
 """Runs one server process that lives only while its parent does: the parent's end of our stdin is its lifeline.
 
 NeMo Gym's servers run until they are told to stop, so a parent killed with SIGKILL would leave one behind. This
-guard (the standard library and one small module of ours: it starts in milliseconds) reads the command as one JSON line on stdin,
-starts it in a session of its own with its output in a log file, and stops its whole process group when stdin
-closes (the parent stopped it or died), on SIGTERM, or when the server exits on its own (then with its exit
-code). Ctrl-C is the parent's to handle: it reaches the guard too, which leaves the server to the parent.
+guard (the standard library and one small module of ours: it starts in milliseconds) reads the command as one JSON
+line on stdin, starts it in a session of its own with its output in a log file, and stops its whole process group
+when stdin closes (the parent stopped it or died), on SIGTERM, or when the server exits on its own (then with its
+exit code). Ctrl-C is the parent's to handle: it reaches the guard too, which leaves the server to the parent.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -115,3 +117,25 @@ def test_a_refused_resume_leaves_the_torn_output_as_it_was(tmp_path: Path) -> No
     assert result.returncode == 1, result.stderr
     assert "holds rows scored by other verifier configs" in result.stderr
     assert output.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: os.mkfifo(path), "is a FIFO (named pipe)"),
+        (lambda path: (path.symlink_to(path.with_name("b")), path.with_name("b").symlink_to(path)), "symbolic links"),
+        (lambda path: path.symlink_to("/proc/self/mem"), "cannot be read: Input/output error"),
+    ],
+)
+def test_an_unreadable_source_is_named_before_anything_starts(tmp_path: Path, make: Callable, message: str) -> None:
+    inputs, _ = fake_dataset(tmp_path, ["ok"])
+    rollouts = tmp_path / "unreadable.jsonl"
+    make(rollouts)
+    with FakeVerifier() as server:
+        result = run_with_config(
+            url_config(tmp_path, server.url), inputs, rollouts, tmp_path / "out" / "o.jsonl", home=tmp_path / "h"
+        )
+    assert result.returncode == 1, result.stderr
+    assert f"--rollouts file {rollouts}" in result.stderr or f"--rollouts {rollouts}" in result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()

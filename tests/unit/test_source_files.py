@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.jsonl import iter_jsonl, read_row_at
 from reverify_assets.lib.source_files import check_source_file
 from reverify_assets.pipeline.output_files import check_sources_kept
+from reverify_assets.pipeline.row_source import PairReader
 
 
 def regular(path: Path) -> Path:
@@ -112,3 +114,17 @@ def test_links_to_a_source_are_the_source(tmp_path: Path, link: Callable[[Path, 
     link(inputs, tmp_path / "out" / "p.jsonl")
     with pytest.raises(ReverifyError, match=r"--output .*p.jsonl is the same file as --inputs .*i.jsonl"):
         check_sources_kept(inputs, rollouts, tmp_path / "out" / "p.jsonl", force=False, append=False)
+
+
+UNREADABLE = Path("/proc/self/mem")  # reading at offset 0 fails with EIO: an I/O error, on demand
+
+
+def test_an_io_error_while_reading_rows_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ReverifyError, match=r"cannot read /proc/self/mem: Input/output error"):
+        list(iter_jsonl(UNREADABLE))
+    with open(UNREADABLE, "rb") as fh, pytest.raises(ReverifyError, match=r"cannot read /proc/self/mem: Input/out"):
+        read_row_at(fh, 0, UNREADABLE, 1)
+    good = regular(tmp_path / "i.jsonl")
+    for inputs, rollouts in ((UNREADABLE, good), (good, UNREADABLE)):
+        with PairReader(inputs, rollouts) as pairs, pytest.raises(ReverifyError, match="cannot read /proc/self/mem"):
+            pairs.read_lines((0, 1), (0, 1))
