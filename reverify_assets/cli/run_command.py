@@ -115,7 +115,12 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
     index_folder = ensure_dagster_home() / "reverify_work"
     index_folder.mkdir(exist_ok=True)
     prefetched = PrefetchedInputs(
-        options.inputs, options.rollouts, limit=limit, join_with=join_with, index_folder=index_folder
+        options.inputs,
+        options.rollouts,
+        limit=limit,
+        join_with=join_with,
+        index_folder=index_folder,
+        require_response=not options.judge_failed_only,  # recovery carries the successes over as they are
     )
     with servers, prefetched:
         # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that

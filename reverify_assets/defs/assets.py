@@ -77,7 +77,9 @@ def materialized_inputs(context: dg.AssetExecutionContext, rescoring: RescoringR
 @dg.asset(group_name=RESCORING, description="The stored rollouts (responses and original rewards), indexed by key.")
 def rollouts(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
     source = Path(rescoring.rollouts)
-    index = scan_rollouts(source, limit=rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only))
+    # In judge recovery these rows are the successes, carried over as they are: none is re-verified.
+    limit = rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only)
+    index = scan_rollouts(source, limit=limit, require_response=not rescoring.judge_failed_only)
     target = work_dir(context) / "rollouts.parquet"
     write_parquet_atomic(index.frame, target)
     return dg.Output(

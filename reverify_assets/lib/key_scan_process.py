@@ -25,7 +25,8 @@ from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.lib.key_columns import ExactScanNeeded, KeyColumns, key_column_blocks
 from reverify_assets.lib.route_fields import RouteTable
 
-KINDS = ("inputs", "rollouts")
+# "carried": rollouts whose rows are carried over as they are (judge recovery's successes): no response needed.
+KINDS = ("inputs", "rollouts", "carried")
 
 
 class ScanFailed(Exception):
@@ -37,7 +38,8 @@ class ScanStopped(Exception):
 
 
 class ScanProcess:
-    """A started scan of ``path``: the inputs' keys and routes, or the rollouts' keys (a response required)."""
+    """A started scan of ``path``: the inputs' keys and routes, or the rollouts' keys (a response required unless
+    the rows are only carried over)."""
 
     def __init__(self, kind: str, path: Path, limit: int | None, output: Path) -> None:
         self.output = output

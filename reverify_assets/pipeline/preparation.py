@@ -101,17 +101,28 @@ def _scan_inputs_by_line(path: Path, *, reject_duplicates: bool) -> InputsIndex:
     return InputsIndex(keys, pl.Series("route", per_row, dtype=pl.Int32), table.routes)
 
 
-def index_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: bool = True) -> KeyIndex:
+def index_rollouts(
+    path: Path, *, limit: int | None = None, reject_duplicates: bool = True, require_response: bool = True
+) -> KeyIndex:
     """The rollouts' key index, in file order, scanned now (``startup_prefetch.scan_rollouts`` takes the start-up's,
-    in key order, when it made one)."""
-    columns = scan_key_columns(path, require_response=True, limit=limit)
-    return rollouts_index_of(path, columns, limit=limit, reject_duplicates=reject_duplicates)
+    in key order, when it made one). ``require_response`` False: rows only carried over, never re-verified."""
+    columns = scan_key_columns(path, require_response=require_response, limit=limit)
+    return rollouts_index_of(
+        path, columns, limit=limit, reject_duplicates=reject_duplicates, require_response=require_response
+    )
 
 
 def rollouts_index_of(
-    path: Path, columns: KeyColumns | None, *, limit: int | None = None, reject_duplicates: bool = True
+    path: Path,
+    columns: KeyColumns | None,
+    *,
+    limit: int | None = None,
+    reject_duplicates: bool = True,
+    require_response: bool = True,
 ) -> KeyIndex:
     """The rollouts index from ``scan_key_columns``'s columns of ``path``; None: the exact scan's."""
+    if columns is None and not require_response:
+        return scan_keys(path, limit=limit, reject_duplicates=reject_duplicates)
     if columns is None:
 
         def require_response(entry: JsonlLine, key: RolloutKey) -> None:

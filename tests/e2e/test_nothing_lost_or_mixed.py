@@ -139,3 +139,25 @@ def test_an_unreadable_source_is_named_before_anything_starts(tmp_path: Path, ma
     assert f"--rollouts file {rollouts}" in result.stderr or f"--rollouts {rollouts}" in result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_judge_recovery_carries_over_rows_without_a_response(tmp_path: Path) -> None:
+    """Carried-over successes are never re-verified: they need no response (NeMo Gym's rows may lack one)."""
+    inputs, rollouts = fake_dataset(tmp_path, ["ok", "judge", "wrong", "judge"])
+    first = tmp_path / "run1" / "rollouts.jsonl"
+    with FakeVerifier() as server:
+        config = url_config(tmp_path, server.url)
+        server.judge_down = True
+        assert run_with_config(config, inputs, rollouts, first, home=tmp_path / "h").returncode == 0
+        server.judge_down = False
+        rows = read_jsonl(first)
+        del rows[0]["response"]
+        first.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+        for _ in range(2):
+            flags = ("--judge-failed-only", "--append")
+            result = run_with_config(config, inputs, first, first, *flags, home=tmp_path / "h")
+            assert result.returncode == 0, result.stderr
+        merged = tmp_path / "merged.jsonl"
+        result = run_with_config(config, inputs, first, merged, "--judge-failed-only", "--resume", home=tmp_path / "h")
+        assert result.returncode == 0, result.stderr
+    assert len(read_jsonl(first)) == len(read_jsonl(merged)) == 8
