@@ -4,6 +4,7 @@ A row's ``behaviour`` field (carried in its materialized input) picks the answer
 (reward 1.0), ``wrong`` (0.0), ``judge_failed`` (NeMo Gym's 200 failsafe row), ``no_persist``,
 ``http422``, ``http500`` (always), ``flaky`` (500 on the first try of each key, then ok),
 ``judge`` (while ``judge_down`` is set, the judge-failure row; else reward 1.0 on even tasks, 0.0 on odd).
+``/aggregate_metrics`` answers 503 to its first ``aggregate_failures`` calls (``math.inf``: to every one).
 It counts calls and the most requests it ever had in flight.
 """
 
@@ -29,10 +30,18 @@ class FakeStats:
 
 
 class FakeVerifier:
-    def __init__(self, *, reverify_mode: str = "stateless", latency_s: float = 0.0, aggregate: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        reverify_mode: str = "stateless",
+        latency_s: float = 0.0,
+        aggregate: bool = True,
+        aggregate_failures: float = 0,
+    ) -> None:
         self.reverify_mode = reverify_mode
         self.latency_s = latency_s
         self.aggregate = aggregate
+        self.aggregate_failures = aggregate_failures  # may be changed while serving: the server "comes back"
         self.judge_down = False
         self.stats = FakeStats()
         self.url = ""
@@ -95,7 +104,10 @@ class FakeVerifier:
 
     async def _aggregate(self, request: web.Request) -> web.Response:
         self.stats.aggregate_calls += 1
-        rows = orjson.loads(await request.read())["verify_responses"]
+        body = await request.read()
+        if self.stats.aggregate_calls <= self.aggregate_failures:
+            return web.Response(status=503, text="aggregation unavailable: the server is restarting")
+        rows = orjson.loads(body)["verify_responses"]
         mean = sum(r["reward"] for r in rows) / len(rows)
         return web.json_response(
             {
