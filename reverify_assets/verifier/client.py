@@ -12,6 +12,7 @@ import aiohttp
 import orjson
 
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import process_secrets
 from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
 from reverify_assets.lib.row_reward import reward_number
@@ -290,5 +291,6 @@ def _describe(exc: BaseException) -> str:
 
 
 def _short(payload: bytes, limit: int = 500) -> str:
+    """A server's reply as a message quotes it: its head, and no secret (it may echo a key it was given)."""
     text = payload.decode(errors="replace").strip()
-    return text if len(text) <= limit else text[:limit] + "…"
+    return process_secrets.redact(text if len(text) <= limit else text[:limit] + "…")
