@@ -20,6 +20,7 @@ from reverify_assets.config.topology import Topology, read_topology
 from reverify_assets.errors import ReverifyError
 from reverify_assets.gym.installation import find_installation
 from reverify_assets.gym.launch import server_folder
+from reverify_assets.lib import process_secrets
 from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_columns import KeyColumns, scan_key_columns
 from reverify_assets.lib.key_index import (
@@ -31,6 +32,7 @@ from reverify_assets.lib.key_index import (
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.payload import has_response, missing_response_message
 from reverify_assets.lib.route_fields import RouteTable, route_fields
+from reverify_assets.pipeline.config_secrets import config_secrets
 from reverify_assets.pipeline.replication import check_placement_fields
 from reverify_assets.servers.registry import BUILTIN_SERVERS, check_known_fields, validate_builtin_block
 
@@ -46,6 +48,7 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
     loaded = load_config(config_paths, overrides)
     config = loaded.values
     topology = read_topology(config, loaded.sources)
+    process_secrets.remember(config_secrets(config, topology))
     for block in topology.servers.values():
         if block.url:
             continue
