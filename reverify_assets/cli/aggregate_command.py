@@ -4,6 +4,9 @@ Each shard's failures sidecar is read for the coverage of the metrics; the shard
 each entry says its expected total is unknown. Rows scored by different verifier configs (rows without
 ``reverify_provenance`` count as one config of their own, ``original``) are refused unless
 ``--allow-mixed-configs`` is given; each entry's ``provenance`` block lists the configs either way.
+
+A glob that names only ``--output`` aggregates that file as it is: how a run whose ``/aggregate_metrics`` failed
+is finished.
 """
 
 from __future__ import annotations
@@ -46,7 +49,13 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
         raise UsageError(f"--output must name a .jsonl file, got {output}")
     setup = load_verifier_setup([Path(p) for p in args.config], overrides)
     merge_shards = setup.config.get("merge_shards", True)
-    shards = [path for path in expand_input_glob(args.input_glob) if path.resolve() != output.resolve()]
+    named = expand_input_glob(args.input_glob)
+    # An earlier merge into --output is not a shard of this one, unless it is all the glob names: then it is the
+    # output of a run whose metrics failed, aggregated where it is and never rewritten.
+    shards = [path for path in named if path.resolve() != output.resolve()]
+    in_place = not shards and bool(named)
+    if in_place:
+        shards = named
     if not shards:
         raise ReverifyError(f"No shards matched {args.input_glob!r}")
     counts = CountsByShard((PROVENANCE_FIELD,), scoring_config)
@@ -65,7 +74,8 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     def announce_merged() -> None:
         print(f"Merged:  {output} ({index.height} rows, sorted by key)")
 
-    rows = rows_of_shards(index, shards, output if merge_shards else None, on_merged=announce_merged)
+    merged = output if merge_shards and not in_place else None
+    rows = rows_of_shards(index, shards, merged, on_merged=announce_merged)
     metrics_path = aggregate_metrics_path(output)
     sources = CoverageSources.of([sidecar_path(shard) for shard in shards], expected=None)
     # Closed at once if the metrics fail: the merged file's temporary copy goes then, not at the next collection.

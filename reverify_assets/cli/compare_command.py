@@ -91,7 +91,8 @@ def _hook_choice(configs: list[str] | None, overrides: list[str]) -> HookChoice:
 
     if not configs:
         return HookChoice(None)
-    return HookChoice(read_topology(load_config([Path(c) for c in configs], overrides)), ", ".join(configs))
+    loaded = load_config([Path(c) for c in configs], overrides)
+    return HookChoice(read_topology(loaded.values, loaded.sources), ", ".join(configs))
 
 
 def _refuse_to_overwrite_inputs(inputs: list[Path], outputs: list[Path | None]) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from reverify_assets.cli.stdout_pipe import ReaderMayLeave
 from reverify_assets.errors import ReverifyError, UsageError
-from reverify_assets.lib import interrupts
+from reverify_assets.lib import interrupts, process_secrets
 
 log = logging.getLogger("reverify")
 # polars' allocator (jemalloc) keeps freed pages for a while by default, per arena: the key scans of a
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _interrupted(signum)
         if not isinstance(exc, ReverifyError):
             raise
-        print(f"reverify: error: {exc}", file=sys.stderr)
+        print(f"reverify: error: {process_secrets.redact(str(exc))}", file=sys.stderr)
         return exc.exit_code
     return 0
 

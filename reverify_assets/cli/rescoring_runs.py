@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -16,6 +17,8 @@ from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
 from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
+from reverify_assets.defs.run_storage import RunScopedIOManager
+from reverify_assets.lib.parent_death import die_with_parent
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
 
@@ -77,7 +80,10 @@ def backfill(
                 (rescoring.spec.root, rescoring.spec.name, rescoring.variant, key, _launch_delay(position, parallel))
                 for position, key in enumerate(todo)
             ]
-            with ProcessPoolExecutor(max_workers=parallel, mp_context=spawn) as pool:
+            pool = ProcessPoolExecutor(
+                max_workers=parallel, mp_context=spawn, initializer=die_with_parent, initargs=(os.getpid(),)
+            )
+            with pool:
                 outcomes = list(pool.map(_shard_in_worker, jobs))
         else:
             outcomes = [rescore_shard(rescoring, key) for key in todo]
@@ -124,6 +130,7 @@ def _materialize(
             instance=instance,
             partition_key=partition_key,
             selection=selection,
+            resources={"io_manager": RunScopedIOManager()},
             run_config=QUIET_RUN_CONFIG,
             raise_on_error=False,
             tags=tags,

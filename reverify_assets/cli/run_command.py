@@ -14,14 +14,16 @@ import logging
 from pydantic import ValidationError
 
 from reverify_assets.defs.instance import ensure_dagster_home
-from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.errors import ReverifyError, UsageError, WriteError
 from reverify_assets.lib import prefetch
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.judge_recovery import source_failures_path
+from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.resume_cache import max_attempts_from
+from reverify_assets.lib.source_files import check_source_file
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
-from reverify_assets.pipeline.output_files import check_fresh_output
-from reverify_assets.pipeline.preparation import load_verifier_setup, rollouts_scan_limit
+from reverify_assets.pipeline.output_files import check_fresh_output, check_sources_kept
+from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup, rollouts_scan_limit
 from reverify_assets.pipeline.startup_prefetch import PrefetchedInputs
 from reverify_assets.verifier.launcher import prestarted_servers
 
@@ -66,13 +68,15 @@ def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
 def check_before_start(options: RunOptions) -> None:
     """Everything a user can get wrong about files, before any server starts or any file is written."""
     for flag, path in (("--inputs", options.inputs), ("--rollouts", options.rollouts)):
-        if not path.is_file():
-            raise ReverifyError(f"{flag} file not found: {path}")
-    if options.judge_failed_only and not (failures := source_failures_path(options.rollouts)).is_file():
-        raise ReverifyError(
-            f"--judge-failed-only reads the judge failures from {failures}, which does not exist "
-            "(it is the failures sidecar written next to --rollouts by the original run)"
-        )
+        check_source_file(flag, path)
+    if options.judge_failed_only:
+        if not (failures := source_failures_path(options.rollouts)).exists():
+            raise ReverifyError(
+                f"--judge-failed-only reads the judge failures from {failures}, which does not exist "
+                "(it is the failures sidecar written next to --rollouts by the original run)"
+            )
+        check_source_file("--judge-failed-only's failures sidecar", failures)
+    check_sources_kept(options.inputs, options.rollouts, options.output, force=options.force, append=options.append)
     if options.resume or options.append:
         return
     check_fresh_output(RunFiles.for_output(options.output), overwrite=options.overwrite)
@@ -89,7 +93,20 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     max_attempts_from(options.max_attempts)  # a bad NEMO_GYM_MAX_ROLLOUT_ATTEMPTS is a config error, said now
     if options.judge_failed_only:
         log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
+    # From before anything starts to the last file written: another run's --overwrite is refused while this one
+    # runs, not only while its verify step does.
+    with exclusive_output(options.output):
+        try:
+            _start_and_materialize(options, setup)
+        except WriteError as exc:
+            raise ReverifyError(
+                f"{exc}. The files hold whole rows only, and a metrics file is written whole or not at all: once "
+                f"{exc.path.parent} can take them (free some space, or make it writable), run the same command "
+                "with --resume to finish."
+            ) from exc
 
+
+def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
     servers = prestarted_servers(list(setup.topology.servers.values()), setup.config)
     limit = rollouts_scan_limit(options.limit, options.judge_failed_only)
     join_with = None if options.judge_failed_only else setup
@@ -98,7 +115,12 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     index_folder = ensure_dagster_home() / "reverify_work"
     index_folder.mkdir(exist_ok=True)
     prefetched = PrefetchedInputs(
-        options.inputs, options.rollouts, limit=limit, join_with=join_with, index_folder=index_folder
+        options.inputs,
+        options.rollouts,
+        limit=limit,
+        join_with=join_with,
+        index_folder=index_folder,
+        require_response=not options.judge_failed_only,  # recovery carries the successes over as they are
     )
     with servers, prefetched:
         # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that

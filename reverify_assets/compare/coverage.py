@@ -13,13 +13,10 @@ from pathlib import Path
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
+from reverify_assets.lib.failed_keys import read_failed_keys
 from reverify_assets.lib.file_names import sidecar_path
-from reverify_assets.lib.jsonl import JsonlLine
-from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.result_routing import FAILURE_CLASS_FIELD
+from reverify_assets.lib.key_index import KEY_COLUMNS
 
-UNKNOWN_CLASS = "unknown"  # as the verify loop and the metrics coverage name a failure without a class
 FAILURES_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "failure_class": pl.String}
 
 
@@ -59,19 +56,13 @@ def read_failures(output: Path) -> Failures:
     sidecar = sidecar_path(output)
     if not sidecar.exists():
         return Failures(None, pl.DataFrame(schema=FAILURES_SCHEMA))
-    classes: list[str] = []
-
-    def remember_class(entry: JsonlLine, _: RolloutKey) -> None:
-        failure_class = entry.row.get(FAILURE_CLASS_FIELD)
-        classes.append(failure_class if isinstance(failure_class, str) else UNKNOWN_CLASS)
-
-    index = scan_keys(sidecar, check=remember_class, reject_duplicates=False)
-    keys = (
-        index.frame.select(*KEY_COLUMNS, pl.Series("failure_class", classes, dtype=pl.String))
-        .group_by(KEY_COLUMNS, maintain_order=True)
-        .agg(pl.col("failure_class").last())
-    )
-    return Failures(sidecar, keys)
+    failed = read_failed_keys(sidecar)
+    columns = {
+        "task": [key[0] for key in failed],
+        "rollout": [key[1] for key in failed],
+        "failure_class": [failure.failure_class for failure in failed.values()],
+    }
+    return Failures(sidecar, pl.DataFrame(columns, schema=FAILURES_SCHEMA))
 
 
 def count_coverage(

@@ -27,11 +27,10 @@ def check_implementation(block: ServerBlock) -> None:
         return
     if implementation not in IMPLEMENTATIONS:
         raise ReverifyError(
-            f"config: {block.config_path}.{IMPLEMENTATION_FIELD} is {implementation!r}; "
-            f"it is one of {list(IMPLEMENTATIONS)}"
+            f"config: {block.named(IMPLEMENTATION_FIELD)} is {implementation!r}; it is one of {list(IMPLEMENTATIONS)}"
         )
     if implementation == "builtin" and block.type not in BUILTIN_TYPES:
         raise ReverifyError(
-            f"config: {block.config_path}.{IMPLEMENTATION_FIELD} is 'builtin', but {block.type!r} is not built in "
+            f"config: {block.named(IMPLEMENTATION_FIELD)} is 'builtin', but {block.type!r} is not built in "
             f"(built in: {sorted(BUILTIN_TYPES)})"
         )

@@ -68,7 +68,7 @@ def unknown_field_problems(block: ServerBlock, model_fields: Collection[str]) ->
         return []  # a running server may be any server: its fields are its own business
     accepted = {*model_fields, *NEMO_GYM_BLOCK_FIELDS, *REVERIFY_BLOCK_FIELDS}
     return [
-        f"`{block.config_path}.{name}` is not a field of the built-in `{block.type}` server"
+        f"{block.named(name)} is not a field of the built-in `{block.type}` server"
         + _hint(str(name), accepted, model_fields)
         for name in block.fields
         if name not in accepted

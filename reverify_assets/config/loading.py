@@ -1,10 +1,11 @@
 """NeMo-Gym-shaped OmegaConf YAML: several files merged in order, then ``++key=value`` overrides, each into a
-block the files declare (``override_paths``)."""
+block the files declare (``override_paths``). Who set each value is kept (``sources``) for the errors to say."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +14,35 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from reverify_assets.config.override_paths import check_override_paths
+from reverify_assets.config.sources import ConfigSources, key_path
 from reverify_assets.errors import ReverifyError, UsageError
 
 
-def load_config(paths: Sequence[Path], overrides: Sequence[str] = ()) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LoadedConfig:
+    values: dict[str, Any]  # merged and resolved
+    sources: ConfigSources
+
+
+def load_config(paths: Sequence[Path], overrides: Sequence[str] = ()) -> LoadedConfig:
     merged: DictConfig = OmegaConf.create({})
+    sources = ConfigSources()
     for path in paths:
-        merged = OmegaConf.merge(merged, _load_file(path))  # type: ignore[assignment]
-    if overrides:
-        parsed = parse_overrides(overrides)
-        check_override_paths(merged, overrides)
-        merged = OmegaConf.merge(merged, parsed)  # type: ignore[assignment]
+        loaded = _load_file(path)
+        merged = OmegaConf.merge(merged, loaded)  # type: ignore[assignment]
+        sources.add_file(str(path), _unresolved(loaded))
+    parsed = [(override, parse_override(override)) for override in overrides]
+    check_override_paths(merged, overrides, sources)
+    for override, tree in parsed:
+        merged = OmegaConf.merge(merged, tree)  # type: ignore[assignment]
+        sources.add_override(override.partition("=")[0], _unresolved(tree))
     try:
         resolved = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as exc:
-        raise ReverifyError(f"config: cannot resolve interpolation: {exc}") from exc
+        where = sources.name(key_path(exc.full_key)) + " " if getattr(exc, "full_key", None) else ""
+        raise ReverifyError(f"config: {where}cannot resolve interpolation: {str(exc).splitlines()[0]}") from exc
     assert isinstance(resolved, dict)
-    return resolved  # type: ignore[return-value]
+    return LoadedConfig(resolved, sources)  # type: ignore[arg-type]
 
 
 def _load_file(path: Path) -> DictConfig:
@@ -44,19 +57,22 @@ def _load_file(path: Path) -> DictConfig:
     return loaded
 
 
-def parse_overrides(overrides: Sequence[str]) -> DictConfig:
-    """Hydra-style overrides; ``+`` and ``++`` prefixes mean the same here (add or replace)."""
-    dotlist = []
-    for override in overrides:
-        body = override.lstrip("+")
-        name, sep, _ = body.partition("=")
-        if not sep or not name or any(not part for part in name.split(".")):
-            raise UsageError(f"override {override!r} is not of the form ++dotted.key=value")
-        dotlist.append(body)
+def _unresolved(tree: DictConfig) -> dict[Any, Any]:
+    container = OmegaConf.to_container(tree, resolve=False)
+    assert isinstance(container, dict)
+    return container
+
+
+def parse_override(override: str) -> DictConfig:
+    """A Hydra-style override; ``+`` and ``++`` prefixes mean the same here (add or replace)."""
+    body = override.lstrip("+")
+    name, sep, _ = body.partition("=")
+    if not sep or not name or any(not part for part in name.split(".")):
+        raise UsageError(f"override {override!r} is not of the form ++dotted.key=value")
     try:
-        return OmegaConf.from_dotlist(dotlist)
+        return OmegaConf.from_dotlist([body])
     except (OmegaConfBaseException, yaml.YAMLError) as exc:  # values are YAML: `={question}` is a bad mapping
-        raise UsageError(f"cannot apply overrides {list(overrides)}: {exc}") from exc
+        raise UsageError(f"cannot apply override {override!r}: {exc}") from exc
 
 
 OVERRIDE_KEY = re.compile(r"^[A-Za-z_][\w-]*(\.[A-Za-z_0-9][\w-]*)*=")

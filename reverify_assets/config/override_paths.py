@@ -12,6 +12,7 @@ from difflib import get_close_matches
 
 from omegaconf import DictConfig, OmegaConf
 
+from reverify_assets.config.sources import ConfigSources
 from reverify_assets.errors import ReverifyError
 
 # The mapping-valued knobs of NeMo Gym 0.7.0's NEMO_GYM_RESERVED_TOP_LEVEL_KEYS (nemo_gym/global_config.py;
@@ -21,14 +22,15 @@ NEMO_GYM_MAPPING_KNOBS = frozenset({"head_server", "telemetry", "token_id_captur
 DECLARED_DEPTH = 3
 
 
-def check_override_paths(config: DictConfig, overrides: Sequence[str]) -> None:
-    """Raises naming every override whose path leaves what ``config`` declares, with the closest name."""
-    problems = [problem for override in overrides if (problem := _problem(config, override)) is not None]
+def check_override_paths(config: DictConfig, overrides: Sequence[str], sources: ConfigSources) -> None:
+    """Raises naming every override whose path leaves what ``config`` declares, with the closest name and the
+    files that declare it (``sources``: of ``config``)."""
+    problems = [problem for override in overrides if (problem := _problem(config, override, sources)) is not None]
     if problems:
         raise ReverifyError("config: " + "; ".join(problems))
 
 
-def _problem(config: DictConfig, override: str) -> str | None:
+def _problem(config: DictConfig, override: str, sources: ConfigSources) -> str | None:
     shown = override.partition("=")[0]  # the value is left out: it may be a key pasted by mistake
     path = shown.lstrip("+").split(".")
     if len(path) == 1 or path[0] in NEMO_GYM_MAPPING_KNOBS:
@@ -41,7 +43,7 @@ def _problem(config: DictConfig, override: str) -> str | None:
             holds = f"`{'.'.join(path[:depth])}` holds" if depth else "declared"
             return (
                 f"override `{shown}` names `{'.'.join(path[: depth + 1])}`, which no --config file declares"
-                f"{_hint(segment, declared, holds)}"
+                f"{_hint(path[:depth], segment, declared, holds, sources)}"
             )
         if not _may_be_mapping(node, segment) or OmegaConf.is_interpolation(node, segment):
             return None  # below a plain value or an interpolation there is nothing declared to compare with
@@ -54,10 +56,10 @@ def _may_be_mapping(node: DictConfig, key: str) -> bool:
     return OmegaConf.is_interpolation(node, key) or isinstance(node.get(key), DictConfig)
 
 
-def _hint(segment: str, declared: list[str], holds: str) -> str:
+def _hint(above: list[str], segment: str, declared: list[str], holds: str, sources: ConfigSources) -> str:
     close = get_close_matches(segment, declared, n=1)
     if close:
-        return f" (did you mean `{close[0]}`?)"
+        return f" (did you mean {sources.name([*above, close[0]])}?)"
     if not declared:
         return ""
     return f" ({holds}: {', '.join(f'`{name}`' for name in sorted(declared))})"

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from typing import Any
 
+from reverify_assets.config.server_url import url_problem
+from reverify_assets.config.sources import UNTRACKED, ConfigSources
 from reverify_assets.errors import ReverifyError
 
 RESOURCES_SERVERS = "resources_servers"
 AGENTS = "responses_api_agents"
 MODELS = "responses_api_models"
+ENVIRONMENTS = "environment_servers"
+# NeMo Gym's kinds of server block (nemo_gym/config_types.py, is_almost_server).
+SERVER_KINDS = (RESOURCES_SERVERS, AGENTS, MODELS, ENVIRONMENTS)
 REPLICAS_FIELD = "replicas"  # how many copies of the server run (``pipeline.replication``)
+URL_FIELD = "url"  # a running server's: nothing is started for the block
 
 
 @dataclass(frozen=True)
@@ -25,10 +32,17 @@ class ServerBlock:
     type: str  # the implementation, e.g. "mcqa"
     fields: Mapping[str, Any]
     kind: str = RESOURCES_SERVERS  # or MODELS: a model server a resources server calls (a judge's)
+    # Who set each field, for errors to name (``named``); equal blocks are equal wherever they were set.
+    sources: ConfigSources = field(default=UNTRACKED, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        url = self.fields.get(URL_FIELD)
+        if url not in (None, "") and (problem := url_problem(url)) is not None:
+            raise ReverifyError(f"config: {self.named(URL_FIELD)} is {url!r}; {problem}")
 
     @property
     def url(self) -> str | None:
-        url = self.fields.get("url")
+        url = self.fields.get(URL_FIELD)
         return str(url).rstrip("/") if url else None
 
     @property
@@ -37,9 +51,9 @@ class ServerBlock:
         given = self.fields.get(REPLICAS_FIELD)
         return given if isinstance(given, int) and not isinstance(given, bool) and given > 1 else 1
 
-    @property
-    def config_path(self) -> str:
-        return f"{self.instance}.{self.kind}.{self.type}"
+    def named(self, *keys: str | int) -> str:
+        """The block's path, or a field's below it, in backticks with the file or override that set it."""
+        return self.sources.name([self.instance, self.kind, self.type, *keys])
 
     def referenced_models(self, config: Mapping[str, Any]) -> list[ServerBlock]:
         """The model server blocks of ``config`` this block names, as NeMo Gym's judge servers do
@@ -48,13 +62,13 @@ class ServerBlock:
         for value in self.fields.values():
             if isinstance(value, Mapping) and value.get("type") == MODELS:
                 name = str(value.get("name"))
-                model = declared_block(name, config.get(name))
+                model = declared_block(name, config.get(name), self.sources)
                 if model is not None and model.kind == MODELS:
                     found.append(model)
         return found
 
 
-def declared_block(instance: str, value: Any) -> ServerBlock | None:
+def declared_block(instance: str, value: Any, sources: ConfigSources = UNTRACKED) -> ServerBlock | None:
     """The server block of ``<instance>: {<kind>: {<implementation>: fields}}``, or None for any other value."""
     if not isinstance(value, Mapping) or len(value) != 1:
         return None
@@ -62,7 +76,9 @@ def declared_block(instance: str, value: Any) -> ServerBlock | None:
     if not isinstance(implementations, Mapping) or len(implementations) != 1:
         return None
     ((implementation, fields),) = implementations.items()
-    return ServerBlock(instance, str(implementation), fields, str(kind)) if isinstance(fields, Mapping) else None
+    if not isinstance(fields, Mapping):
+        return None
+    return ServerBlock(instance, str(implementation), fields, str(kind), sources)
 
 
 @dataclass(frozen=True)
@@ -96,42 +112,70 @@ def _agent_name(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def read_topology(config: Mapping[str, Any]) -> Topology:
+def read_topology(config: Mapping[str, Any], sources: ConfigSources = UNTRACKED) -> Topology:
+    """``sources``: who set each value of ``config``, for the errors to name."""
     servers: dict[str, ServerBlock] = {}
     agent_servers: dict[str, str] = {}
+    agent_references: dict[str, list[str]] = {}  # agent -> the path of the server it names
     environment_agents: dict[str, str] = {}
     for instance, block in config.items():
         if not isinstance(block, Mapping):
             continue  # a top-level knob such as merge_shards
+        _check_kinds(instance, block, sources)
         for server_type, implementations in block.items():
             if not isinstance(implementations, Mapping) or len(implementations) != 1:
                 continue
             implementation, fields = next(iter(implementations.items()))
+            path = [instance, server_type, implementation]
             if not isinstance(fields, Mapping):
-                raise ReverifyError(f"config: {instance}.{server_type}.{implementation} must be a mapping")
+                if server_type not in SERVER_KINDS:
+                    continue  # a mapping knob of one key (`sandbox: {default_metadata: {sandbox-api: x}}`)
+                raise ReverifyError(f"config: {sources.name(path)} must be a mapping")
             if server_type == RESOURCES_SERVERS:
-                servers[instance] = ServerBlock(instance, implementation, fields)
-            elif (target := _referenced_name(fields.get("resources_server"))) is not None:
-                agent_servers[instance] = target
-            elif (agent := _referenced_name(fields.get("agent_server"))) is not None:
-                environment_agents[instance] = agent
+                servers[instance] = ServerBlock(instance, implementation, fields, sources=sources)
+            elif (target := _reference(fields, "resources_server")) is not None:
+                agent_servers[instance], below = target
+                agent_references[instance] = [*path, *below]
+            elif (agent := _reference(fields, "agent_server")) is not None:
+                environment_agents[instance] = agent[0]
     if not servers:
         raise ReverifyError("config declares no resources server (a block `<name>: {resources_servers: {...}}`)")
     for agent, target in agent_servers.items():
         if target not in servers:
             raise ReverifyError(
-                f"config: agent {agent!r} names resources server {target!r}, which the config does not declare"
+                f"config: {sources.name(agent_references[agent])} names resources server {target!r}, "
+                f"which the config does not declare"
             )
     if len(servers) > 1 and not agent_servers:
         raise ReverifyError(
-            f"config declares several resources servers {sorted(servers)} and no agent blocks to route rows by"
+            f"config declares several resources servers and no agent blocks to route rows by: "
+            f"{', '.join(block.named() for block in servers.values())}"
         )
     return Topology(servers, agent_servers, environment_agents)
 
 
-def _referenced_name(reference: Any) -> str | None:
+def _check_kinds(instance: str, block: Mapping[str, Any], sources: ConfigSources) -> None:
+    """A misspelt kind (``resource_servers``) or a second type of one block (a misspelt type in a later file,
+    merged beside the first) would leave the block's server out or change it unseen: both are errors."""
+    for key, value in block.items():
+        # Closer than difflib's default asks: a misspelling of a kind, not a key of the user's own.
+        close = get_close_matches(str(key), SERVER_KINDS, n=1, cutoff=0.8)
+        if key not in SERVER_KINDS and close:
+            raise ReverifyError(
+                f"config: {sources.name([instance, key])} is not a kind of server block (did you mean `{close[0]}`?)"
+            )
+        if key == RESOURCES_SERVERS and isinstance(value, Mapping) and len(value) > 1:
+            raise ReverifyError(
+                f"config: `{instance}.{key}` declares {len(value)} servers, where a block declares one: "
+                f"{', '.join(sources.name([instance, key, name]) for name in value)}"
+            )
+
+
+def _reference(fields: Mapping[str, Any], key: str) -> tuple[str, list[str]] | None:
+    """The name another block gives under ``key`` (``{name: x}`` or ``x``) and the path below the block to it."""
+    reference = fields.get(key)
     if isinstance(reference, Mapping) and isinstance(reference.get("name"), str):
-        return reference["name"]
+        return reference["name"], [key, "name"]
     if isinstance(reference, str):
-        return reference
+        return reference, [key]
     return None

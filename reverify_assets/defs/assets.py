@@ -30,6 +30,7 @@ from reverify_assets.defs.handles import (
 )
 from reverify_assets.defs.metadata import aggregate_metadata, sidecar_metadata, verification_metadata
 from reverify_assets.defs.resources import RescoringResource
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.atomic_files import write_parquet_atomic
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.judge_recovery import index_judge_failures, source_failures_path
@@ -52,8 +53,10 @@ from reverify_assets.pipeline.startup_prefetch import (
     take_prefetched_plan,
     write_inputs_index,
 )
+from reverify_assets.pipeline.unfinished_metrics import finish_command, unfinished_metrics_message
 from reverify_assets.pipeline.verification import run_verification
 from reverify_assets.pipeline.verify_loop import VerifyStats
+from reverify_assets.verifier.client import AggregateMetricsFailed
 
 RESCORING = "reverify"
 RECOVERY = "judge_recovery"
@@ -77,7 +80,9 @@ def materialized_inputs(context: dg.AssetExecutionContext, rescoring: RescoringR
 @dg.asset(group_name=RESCORING, description="The stored rollouts (responses and original rewards), indexed by key.")
 def rollouts(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
     source = Path(rescoring.rollouts)
-    index = scan_rollouts(source, limit=rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only))
+    # In judge recovery these rows are the successes, carried over as they are: none is re-verified.
+    limit = rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only)
+    index = scan_rollouts(source, limit=limit, require_response=not rescoring.judge_failed_only)
     target = work_dir(context) / "rollouts.parquet"
     write_parquet_atomic(index.frame, target)
     return dg.Output(
@@ -199,8 +204,11 @@ def _aggregate(
     # Metrics stream rows in key order: a fresh output is sorted; an --append target is the user's file.
     in_key_order = rows_of_shards(index_shards([output]), [output]) if rescoring.append else rows_of_file(output)
     sources = CoverageSources.of([*sidecars, sidecar_path(output)], expected)
-    with closing(in_key_order):
-        entries = run_aggregation(in_key_order, rescoring.verifier_setup(), target, sources)
+    try:
+        with closing(in_key_order):
+            entries = run_aggregation(in_key_order, rescoring.verifier_setup(), target, sources)
+    except AggregateMetricsFailed as exc:
+        raise _unfinished(rescoring, output, rows.rows, exc) from exc
     if entries is None:
         return dg.Output(None, metadata={"note": "no row carries an agent name: nothing to aggregate"})
     return dg.Output(
@@ -337,6 +345,13 @@ def merged_aggregate_metrics(
     expected = PlannedKeys.from_index(pl.read_parquet(rollouts.index), Path(rollouts.source))
     source_sidecar = source_failures_path(Path(rescoring.rollouts))
     return _aggregate(rescoring, merged_rollouts, [expected], [source_sidecar])
+
+
+def _unfinished(rescoring: RescoringResource, output: Path, rows: int, exc: AggregateMetricsFailed) -> ReverifyError:
+    """A recovery merges rows of two graders (the successes carried over): its aggregate allows mixed configs."""
+    mixed = rescoring.allow_mixed_configs or rescoring.judge_failed_only
+    command = finish_command(rescoring.config_paths, rescoring.overrides, output, allow_mixed_configs=mixed)
+    return ReverifyError(unfinished_metrics_message(str(exc), output, rows, command))
 
 
 def _log_progress(stats: VerifyStats) -> None:

@@ -13,6 +13,7 @@ from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.resources import RescoringResource
+from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.errors import ReverifyError
 
 # Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead.
@@ -86,7 +87,7 @@ def materialize_rescoring(
             result = dg.materialize(
                 ALL_ASSETS,
                 instance=instance,
-                resources={"rescoring": rescoring},
+                resources={"rescoring": rescoring, "io_manager": RunScopedIOManager()},
                 run_config=QUIET_RUN_CONFIG,
                 selection=selection,
                 tags=tags or {},

@@ -12,6 +12,7 @@ from reverify_assets.defs.comparison_defs import build_comparison
 from reverify_assets.defs.materialization import RECOVERY_FLOW, RESCORING_FLOW
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
 from reverify_assets.defs.resources import RescoringResource
+from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.rescoring.spec import load_rescorings
 
 SAMPLE = Path("samples") / "mcqa"
@@ -42,6 +43,7 @@ def build_definitions(root: Path) -> dg.Definitions:
         schedules=schedules,
         sensors=[*(new_rollouts_sensor(variants) for variants in per_file), shard_failure_sensor(rescorings)],
         resources={
+            "io_manager": RunScopedIOManager(),
             # Materializing the `reverify` group from the UI re-scores the bundled sample into results/ui/;
             # the CLI runs the same assets with its own paths.
             "rescoring": RescoringResource(
@@ -50,6 +52,6 @@ def build_definitions(root: Path) -> dg.Definitions:
                 rollouts=str(root / SAMPLE / "rollouts.jsonl"),
                 output=str(root / "results" / "ui" / "reverified.jsonl"),
                 overwrite=True,
-            )
+            ),
         },
     )

@@ -10,6 +10,7 @@ the new ones instead of being overwritten.
 import hashlib
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -29,10 +30,10 @@ from reverify_assets.defs.metadata import (
 )
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_atomic
+from reverify_assets.lib.failed_keys import count_by_class, read_failed_keys
 from reverify_assets.lib.file_names import sidecar_path
-from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.lib.resume_cache import max_attempts_from
+from reverify_assets.lib.resume_cache import KEY_SCHEMA, max_attempts_from
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.metrics_step import run_aggregation
@@ -228,13 +229,14 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
             flips = tally_output_flips(output, plan, step.responses, whole)
         else:
             whole, flips = summarize_output(output), result.stats.stored_flips
-        failures = unresolved_failures(output)
+        by_class = unresolved_failures(output)
+        failures = by_class.total()
         rate = failures / max(1, whole.rows + failures)
         metadata: dict[str, Any] = {
             "file": dg.MetadataValue.path(str(output)),
             "rows": whole.rows,
             "failures": failures,
-            "failures by class": dg.MetadataValue.json(_failures_by_class(result.files.sidecar)),
+            "failures by class": dg.MetadataValue.json(dict(by_class.most_common())),
             "rows verified this run": result.stats.verified,
             "verifier config hash": setup.config_hash,
         }
@@ -360,7 +362,7 @@ def _gated_shards(
             excluded[shard] = "no results for this verifier config"
             continue
         try:
-            rows, failed = _count_lines(output), unresolved_failures(output)
+            rows, failed = _count_lines(output), unresolved_failures(output).total()
         except ReverifyError as exc:  # one damaged shard is left out, not the whole aggregate failed
             excluded[shard] = str(exc)
             continue
@@ -384,15 +386,16 @@ def _planned_keys(layout: RescoringLayout, shards: list[str]) -> list[PlannedKey
     return planned
 
 
-def unresolved_failures(output: Path) -> int:
-    """Keys of the sidecar that no later attempt scored (a key fails once per attempt, not once)."""
-    sidecar = sidecar_path(output)
-    if not sidecar.exists() or sidecar.stat().st_size == 0:
-        return 0
-    failed = scan_keys(sidecar, reject_duplicates=False).frame.select(KEY_COLUMNS).unique()
-    if output.exists() and output.stat().st_size:
-        failed = failed.join(scan_keys(output).frame.select(KEY_COLUMNS), on=KEY_COLUMNS, how="anti")
-    return failed.height
+def unresolved_failures(output: Path) -> Counter[str]:
+    """Keys of the sidecar that no later attempt scored, by their last attempt's class: a key fails once per
+    attempt, and counts once."""
+    failed = read_failed_keys(sidecar_path(output))
+    if failed and output.exists() and output.stat().st_size:
+        keys = pl.DataFrame({"task": [k[0] for k in failed], "rollout": [k[1] for k in failed]}, schema=KEY_SCHEMA)
+        scored = keys.join(scan_keys(output).frame.select(KEY_COLUMNS), on=KEY_COLUMNS, how="semi")
+        for key in scored.iter_rows():
+            del failed[key]
+    return count_by_class(failed.values())
 
 
 def _count_lines(path: Path) -> int:
@@ -400,15 +403,6 @@ def _count_lines(path: Path) -> int:
         return 0
     with open(path, "rb") as fh:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
-
-
-def _failures_by_class(sidecar: Path) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    if sidecar.exists():
-        for entry in iter_jsonl(sidecar):
-            name = str(entry.row.get("_ng_failure_class"))
-            counts[name] = counts.get(name, 0) + 1
-    return counts
 
 
 def _first_keys(keys: pl.DataFrame, limit: int = 5) -> str:

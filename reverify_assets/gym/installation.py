@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reverify_assets.config.sources import UNTRACKED, ConfigSources
 from reverify_assets.config.topology import RESOURCES_SERVERS
 from reverify_assets.errors import ReverifyError
 
@@ -56,11 +57,14 @@ class NemoGymInstallation:
     probe: PythonProbe
 
 
-def find_installation(config: Mapping[str, Any], *, cwd: Path | None = None) -> NemoGymInstallation:
+def find_installation(
+    config: Mapping[str, Any], *, cwd: Path | None = None, sources: ConfigSources = UNTRACKED
+) -> NemoGymInstallation:
+    """``sources``: who set the values of ``config``, for an error about a setting to name."""
     cwd = Path.cwd() if cwd is None else cwd
     looked: list[str] = []
-    python, probe = _find_python(config, cwd, looked)
-    root = _find_root(config, cwd, probe, looked)
+    python, probe = _find_python(config, cwd, looked, sources)
+    root = _find_root(config, cwd, probe, looked, sources)
     if python is None or probe is None:
         raise _not_found("a Python that has nemo_gym", looked, f"{PYTHON_KEY}: /path/to/python", PYTHON_ENV)
     if root is None:
@@ -68,17 +72,19 @@ def find_installation(config: Mapping[str, Any], *, cwd: Path | None = None) -> 
     return NemoGymInstallation(root, python, probe)
 
 
-def _configured(config: Mapping[str, Any], key: str, env: str) -> tuple[str, str] | None:
+def _configured(config: Mapping[str, Any], key: str, env: str, sources: ConfigSources) -> tuple[str, str] | None:
     """The setting and where it came from, or None."""
     if config.get(key):
-        return str(config[key]), f"config key `{key}`"
+        return str(config[key]), f"config key {sources.name([key])}"
     if os.environ.get(env):
         return os.environ[env], f"${env}"
     return None
 
 
-def _find_python(config: Mapping[str, Any], cwd: Path, looked: list[str]) -> tuple[Path | None, PythonProbe | None]:
-    configured = _configured(config, PYTHON_KEY, PYTHON_ENV)
+def _find_python(
+    config: Mapping[str, Any], cwd: Path, looked: list[str], sources: ConfigSources
+) -> tuple[Path | None, PythonProbe | None]:
+    configured = _configured(config, PYTHON_KEY, PYTHON_ENV, sources)
     if configured is not None:
         value, source = configured
         python = Path(value).expanduser()
@@ -103,8 +109,10 @@ def _find_python(config: Mapping[str, Any], cwd: Path, looked: list[str]) -> tup
     return None, None
 
 
-def _find_root(config: Mapping[str, Any], cwd: Path, probe: PythonProbe | None, looked: list[str]) -> Path | None:
-    configured = _configured(config, ROOT_KEY, ROOT_ENV)
+def _find_root(
+    config: Mapping[str, Any], cwd: Path, probe: PythonProbe | None, looked: list[str], sources: ConfigSources
+) -> Path | None:
+    configured = _configured(config, ROOT_KEY, ROOT_ENV, sources)
     if configured is not None:
         value, source = configured
         root = Path(value).expanduser().resolve()

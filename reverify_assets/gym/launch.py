@@ -25,6 +25,7 @@ from reverify_assets.gym.server_python import server_python
 
 CONFIG_DICT_ENV = "NEMO_GYM_CONFIG_DICT"
 CONFIG_PATH_ENV = "NEMO_GYM_CONFIG_PATH"
+ENTRYPOINT_FIELD = "entrypoint"
 DEFAULT_ENTRYPOINT = "app.py"
 
 
@@ -44,14 +45,16 @@ def server_folder(block: ServerBlock, installation: NemoGymInstallation) -> Path
     if (folder / entrypoint).is_file():
         return folder
     if folder.is_dir():
-        raise ReverifyError(f"config: {block.config_path}: NeMo Gym's {folder} has no entrypoint {entrypoint!r}")
+        raise ReverifyError(
+            f"config: {block.named(ENTRYPOINT_FIELD)} is {entrypoint!r}, which NeMo Gym's {folder} does not have"
+        )
     known = sorted(path.name for path in servers.iterdir() if path.is_dir() and not path.name.startswith(("_", ".")))
     close = difflib.get_close_matches(block.type, known, n=1)
     hint = f" (did you mean `{close[0]}`?)" if close else ""
     what = "resources server" if block.kind == RESOURCES_SERVERS else "model server"
     built_in = "neither built in nor " if block.kind == RESOURCES_SERVERS else ""
     raise ReverifyError(
-        f"config: {what} {block.instance!r} has type {block.type!r}, which is {built_in}one of "
+        f"config: {what} {block.named()} has type {block.type!r}, which is {built_in}one of "
         f"the {len(known)} {block.kind} of NeMo Gym at {servers}{hint}"
     )
 
@@ -80,4 +83,4 @@ def gym_server_command(
 
 
 def _entrypoint(block: ServerBlock) -> str:
-    return str(block.fields.get("entrypoint") or DEFAULT_ENTRYPOINT)
+    return str(block.fields.get(ENTRYPOINT_FIELD) or DEFAULT_ENTRYPOINT)

@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reverify_assets.errors import WriteError
+
 if TYPE_CHECKING:  # the frame writes itself: readers of JSONL that import this module load no polars
     import polars as pl
 
@@ -19,7 +21,11 @@ def temporary_name(path: Path) -> Path:
 
 def write_bytes_atomic(path: Path, content: bytes) -> None:
     tmp = temporary_name(path)
-    tmp.write_bytes(content)
+    try:
+        tmp.write_bytes(content)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteError(path, exc) from exc
     os.replace(tmp, path)
 
 

@@ -19,6 +19,10 @@ def aggregate_metrics_path(output: Path) -> Path:
     return output.with_name(f"{output.stem}{AGGREGATE_SUFFIX}.json")
 
 
+def lock_path(output: Path) -> Path:
+    return output.with_name(f".{output.name}.lock")
+
+
 def unsafe_path(output: Path) -> Path:
     return output.with_name(f"{UNSAFE_PREFIX}{output.name}")
 

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import WRITE_ERRNOS, ReadError, ReverifyError, WriteError
 from reverify_assets.lib.atomic_files import temporary_name
 
 # Rows run to kilobytes: with the default 8 KiB buffer, iterating a 245 MB output took 0.09-0.10 s, with
@@ -40,10 +40,17 @@ def iter_jsonl(path: Path) -> Iterator[JsonlLine]:
     try:
         fh = open(path, "rb", buffering=READ_BUFFER_BYTES)
     except OSError as exc:
-        raise ReverifyError(f"cannot read {path}: {exc.strerror}") from exc
+        raise ReadError(path, exc) from exc
     with fh:
         offset = 0
-        for line_no, line in enumerate(fh, start=1):
+        lines = enumerate(fh, start=1)
+        while True:
+            try:
+                line_no, line = next(lines)
+            except StopIteration:
+                return
+            except OSError as exc:
+                raise ReadError(path, exc) from exc
             yield JsonlLine(line_no, offset, parse_row(line, path, line_no))
             offset += len(line)
 
@@ -92,8 +99,12 @@ def pread_line(fd: int, offset: int) -> bytes:
 
 
 def read_row_at(fh: BinaryIO, offset: int, path: Path | str, line_no: int) -> dict[str, Any]:
-    fh.seek(offset)
-    return parse_row(fh.readline(), path, line_no)
+    try:
+        fh.seek(offset)
+        line = fh.readline()
+    except OSError as exc:
+        raise ReadError(path, exc) from exc
+    return parse_row(line, path, line_no)
 
 
 class LineAppender:
@@ -107,18 +118,27 @@ class LineAppender:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise WriteError(path, exc) from exc
         self.lines_written = 0
 
     def write_lines(self, lines: Iterable[bytes]) -> None:
+        """All the lines, or none: a write the disk refuses part of way is cut back to where the batch began."""
         batch = b"".join(lines)
         if not batch:
             return
         view = memoryview(batch)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        start = os.fstat(self._fd).st_size
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError as exc:
+            os.ftruncate(self._fd, start)  # frees blocks: it needs no room
+            raise WriteError(self.path, exc) from exc
         self.lines_written += batch.count(b"\n")
 
     def close(self) -> None:
@@ -140,8 +160,11 @@ class AtomicWriter:
         self._fh: BinaryIO | None = None
 
     def __enter__(self) -> BinaryIO:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self._tmp, "wb", buffering=WRITE_BUFFER_BYTES)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self._tmp, "wb", buffering=WRITE_BUFFER_BYTES)
+        except OSError as exc:
+            raise WriteError(self.path, exc) from exc
         return self._fh
 
     def __exit__(
@@ -150,13 +173,19 @@ class AtomicWriter:
         assert self._fh is not None
         try:
             self._fh.close()  # with a big buffer, a full disk is often found only here
+        except OSError as close_error:
+            self._tmp.unlink(missing_ok=True)
+            raise WriteError(self.path, close_error) from close_error
         except BaseException:
             self._tmp.unlink(missing_ok=True)
             raise
         if exc_type is None:
             os.replace(self._tmp, self.path)
-        else:
-            self._tmp.unlink(missing_ok=True)
+            return
+        self._tmp.unlink(missing_ok=True)
+        # The block's writes to the file: a read error of the block's own (it may copy another file) stays as is.
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+            raise WriteError(self.path, exc) from exc
 
 
 def write_json_atomic(path: Path, value: Any) -> None:

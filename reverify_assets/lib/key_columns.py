@@ -125,9 +125,9 @@ def key_column_blocks(
                     raise ExactScanNeeded
                 task, rollout = row.get(TASK_FIELD), row.get(ROLLOUT_FIELD)
                 # `type(...) is int`: true and false are not indexes, nor is 1.0.
-                if type(task) is not int or type(rollout) is not int:
+                if type(task) is not int or type(rollout) is not int or task < 0 or rollout < 0:
                     raise ExactScanNeeded
-                if require_response and RESPONSE_FIELD not in row:
+                if require_response and row.get(RESPONSE_FIELD) is None:  # null is no response either
                     raise ExactScanNeeded
                 if route_ids is not None and route_of_row is not None:
                     route_of_row.append(route_ids.of(row))

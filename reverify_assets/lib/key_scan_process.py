@@ -32,7 +32,8 @@ from reverify_assets.lib.key_columns import ExactScanNeeded, KeyColumns, key_col
 from reverify_assets.lib.lifeline import exit_with_parent
 from reverify_assets.lib.route_fields import RouteTable
 
-KINDS = ("inputs", "rollouts")
+# "carried": rollouts whose rows are carried over as they are (judge recovery's successes): no response needed.
+KINDS = ("inputs", "rollouts", "carried")
 ORPHANED = 3  # the exit status of a scan whose caller died: nobody reads it
 
 
@@ -45,7 +46,8 @@ class ScanStopped(Exception):
 
 
 class ScanProcess:
-    """A started scan of ``path``: the inputs' keys and routes, or the rollouts' keys (a response required).
+    """A started scan of ``path``: the inputs' keys and routes, or the rollouts' keys (a response required unless
+    the rows are only carried over).
 
     ``scratch``: a folder holding ``output``, the caller's for this start-up alone, which the scan removes if the
     caller dies before it is done.

@@ -11,7 +11,8 @@ TASK_FIELD = "_ng_task_index"
 ROLLOUT_FIELD = "_ng_rollout_index"
 
 RolloutKey = tuple[int, int]
-INDEX_MIN, INDEX_MAX = -(1 << 63), (1 << 63) - 1
+# NeMo Gym numbers tasks and rollouts from 0; every index of keys holds them as 64-bit integers.
+INDEX_MAX = (1 << 63) - 1
 
 
 def row_key(row: dict[str, Any], path: Path | str, line_no: int) -> RolloutKey:
@@ -22,7 +23,9 @@ def row_key(row: dict[str, Any], path: Path | str, line_no: int) -> RolloutKey:
         if not isinstance(value, int) or isinstance(value, bool):
             found = "it is missing" if value is None else f"found {value!r}"
             raise ReverifyError(f"{path}:{line_no}: `{field}` must be an integer ({found})")
-        if not INDEX_MIN <= value <= INDEX_MAX:  # every index of keys holds 64-bit integers
+        if value < 0:
+            raise ReverifyError(f"{path}:{line_no}: `{field}` must not be negative (found {value})")
+        if value > INDEX_MAX:
             raise ReverifyError(f"{path}:{line_no}: `{field}` must fit in 64 bits (found {value})")
     return task, rollout  # type: ignore[return-value]
 

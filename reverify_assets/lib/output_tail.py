@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -10,8 +11,26 @@ import orjson
 TAIL_PROBE_BYTES = 1 << 16
 
 
-def repair_unterminated_tail(path: Path) -> str | None:
-    """Ensure the file ends with a newline; returns what was done (for the user), or None if nothing.
+@dataclass(frozen=True)
+class TailRepair:
+    """What ``repair_unterminated_tail`` did, and how to put the file back as it was."""
+
+    path: Path
+    message: str
+    dropped: bytes  # the bytes cut off the end; empty when a newline was added instead
+
+    def undo(self) -> None:
+        """For a run that stops with an error before appending: an error exit leaves the file as it found it."""
+        with open(self.path, "rb+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if self.dropped:
+                fh.write(self.dropped)
+            else:
+                fh.truncate(size - 1)
+
+
+def repair_unterminated_tail(path: Path) -> TailRepair | None:
+    """Ensure the file ends with a newline; what was done, or None if nothing.
 
     Our own writer only ever appends whole lines, but another tool (or a full disk) may leave half
     a row: appending after it would glue two rows into one corrupt line.
@@ -30,10 +49,11 @@ def repair_unterminated_tail(path: Path) -> str | None:
             orjson.loads(tail)
         except orjson.JSONDecodeError:
             fh.truncate(start)
-            return f"dropped an incomplete last line of {path} ({len(tail)} bytes, left by an interrupted write)"
+            message = f"dropped an incomplete last line of {path} ({len(tail)} bytes, left by an interrupted write)"
+            return TailRepair(path, message, tail)
         fh.seek(size)
         fh.write(b"\n")
-        return f"added the missing newline at the end of {path}"
+        return TailRepair(path, f"added the missing newline at the end of {path}", b"")
 
 
 def _last_line_start(fh: object, size: int) -> int:

@@ -13,7 +13,7 @@ TASKSET_ONLY_FIELDS = ("task_id", "task_input")
 
 
 def build_verify_payload(input_row: dict[str, Any], rollout_row: dict[str, Any], key: RolloutKey) -> dict[str, Any]:
-    if "response" not in rollout_row:
+    if not has_response(rollout_row):
         raise ReverifyError(missing_response_message(rollout_row, key))
     task_input = input_row.get("task_input")
     payload = _flatten_taskset_row(input_row, task_input, key) if isinstance(task_input, dict) else dict(input_row)
@@ -22,6 +22,11 @@ def build_verify_payload(input_row: dict[str, Any], rollout_row: dict[str, Any],
             payload[field] = rollout_row[field]
     payload["response"] = rollout_row["response"]
     return payload
+
+
+def has_response(rollout_row: dict[str, Any]) -> bool:
+    """``"response": null`` is no more a response than a missing field: there is nothing to grade."""
+    return rollout_row.get("response") is not None
 
 
 def missing_response_message(rollout_row: dict[str, Any], key: RolloutKey) -> str:

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 import xxhash
 
+from reverify_assets.errors import ReadError
+
 T = TypeVar("T")
 Identity = tuple[int, int, int]
 # A digest started ahead reads in big chunks: each costs the thread one GIL hand-back, which it waits for while
@@ -109,9 +111,12 @@ def _xxh3_128(path: Path, chunk_bytes: int) -> bytes:
     digest = xxhash.xxh3_128()
     chunk = bytearray(chunk_bytes)
     view = memoryview(chunk)
-    with open(path, "rb", buffering=0) as fh:
-        while size := fh.readinto(chunk):
-            digest.update(view[:size])
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            while size := fh.readinto(chunk):
+                digest.update(view[:size])
+    except OSError as exc:
+        raise ReadError(path, exc) from exc
     return digest.digest()
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
+from reverify_assets.lib.failed_keys import read_failed_keys
+from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.lib.keys import RolloutKey, row_key
+from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.result_routing import scoring_config
 from reverify_assets.lib.sorted_keys import key_in
 
-TERMINAL_FIELD = "_ng_failure_terminal"
 DEFAULT_MAX_ATTEMPTS = 3
 MAX_ATTEMPTS_ENV = "NEMO_GYM_MAX_ROLLOUT_ATTEMPTS"
 KEY_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64}
@@ -68,23 +68,13 @@ def read_cache(output: Path, sidecar: Path, max_attempts: int) -> CacheStatus:
         if output.exists()
         else CacheStatus.empty(0).done
     )
-    terminal: set[RolloutKey] = set()
-    attempts: dict[RolloutKey, int] = {}
-    if sidecar.exists():
-        for entry in iter_jsonl(sidecar):
-            key = row_key(entry.row, sidecar, entry.line_no)
-            attempts[key] = attempts.get(key, 0) + 1
-            if _is_terminal(entry):
-                terminal.add(key)
-    maxed = [key for key, count in attempts.items() if count >= max_attempts]
+    failed = read_failed_keys(sidecar)
+    terminal = [key for key, failure in failed.items() if failure.terminal]
+    maxed = [key for key, failure in failed.items() if failure.attempts >= max_attempts]
     return CacheStatus(done, _key_frame(terminal), _key_frame(maxed), max_attempts, configs)
 
 
-def _is_terminal(entry: JsonlLine) -> bool:
-    return bool(entry.row.get(TERMINAL_FIELD))
-
-
-def _key_frame(keys: set[RolloutKey] | list[RolloutKey]) -> pl.DataFrame:
+def _key_frame(keys: list[RolloutKey]) -> pl.DataFrame:
     pairs = sorted(keys)
     return pl.DataFrame({"task": [k[0] for k in pairs], "rollout": [k[1] for k in pairs]}, schema=KEY_SCHEMA)
 

@@ -9,7 +9,6 @@ those rows either.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import orjson
 
 from reverify_assets.config.topology import Topology
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.positional_reader import PositionalReader
 from reverify_assets.lib.result_routing import agent_name, run_label
 from reverify_assets.lib.stripped_row import strip_for_aggregation
 from reverify_assets.metrics.accumulator import MetricsAccumulator
@@ -87,13 +87,14 @@ class RemoteGroup(AgentGroup):
         self.body.write(orjson.dumps(row))
         super().add(row)
 
-    def finish(self) -> IO[bytes]:
-        """The finished body, on a handle of its own: aiohttp closes what it uploads, and a server
-        without /aggregate_metrics means we read the rows back afterwards."""
+    def finish(self) -> None:
         self.body.write(b"]}")
         self.body.flush()
-        self.body.seek(0)
-        return os.fdopen(os.dup(self.body.fileno()), "rb")
+
+    def open_body(self) -> PositionalReader:
+        """The finished body from its first byte, on a reader of its own: each attempt to send it starts afresh,
+        and closing the reader (aiohttp closes what it uploads) leaves the spool open to read the rows back."""
+        return PositionalReader(self.body.fileno())
 
     def read_rows(self) -> list[dict[str, Any]]:
         self.body.seek(0)
@@ -169,8 +170,8 @@ async def remote_answers(groups: list[RemoteGroup], clients: Mapping[str, Verifi
     """Each group's answer from its server, or our own baseline when the server has no /aggregate_metrics."""
     answers = []
     for group in groups:
-        with group.finish() as body:
-            metrics = await clients[group.server].aggregate_metrics(body)
+        group.finish()
+        metrics = await clients[group.server].aggregate_metrics(group.open_body)
         if metrics is None:
             metrics = MetricsHooks().answer(group.read_rows())
         metrics.pop(NOT_IN_SUMMARY, None)

@@ -21,16 +21,16 @@ from typing import IO, Any
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import iter_jsonl, read_row_at
-from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key, row_key
-from reverify_assets.lib.result_routing import FAILURE_CLASS_FIELD, scoring_config
+from reverify_assets.lib.failed_keys import read_failed_keys
+from reverify_assets.lib.jsonl import read_row_at
+from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
+from reverify_assets.lib.result_routing import scoring_config
 from reverify_assets.lib.sorted_keys import first_row_of_each_key
 from reverify_assets.metrics.coverage import Coverage, reward_value
 
 GroupKey = tuple[str, str | None]  # (agent, server instance): how the aggregate groups rows into entries
 # A row's group and run label, or None for a row without a run label (NeMo Gym leaves those out).
 GroupOf = Callable[[dict[str, Any]], tuple[GroupKey, str] | None]
-UNKNOWN_CLASS = "unknown"
 _SLICE_ROWS = 1 << 16
 
 
@@ -80,18 +80,13 @@ class GroupCoverage:
     labels: set[str] = field(default_factory=set)
 
 
-@dataclass(frozen=True)
-class _Failure:
-    failure_class: str
-    group: tuple[GroupKey, str] | None
-
-
 class CoverageTally:
     """Fed every output row in key order (``add``); ``finish`` gives each group's coverage."""
 
     def __init__(self, sources: CoverageSources, group_of: GroupOf) -> None:
         self._group_of = group_of
-        self._failed = read_failed_keys(sources.sidecars, group_of)
+        # Each failed key with its last row's class and group (a later sidecar's row wins).
+        self._failed = read_failed_keys(*sources.sidecars, note=group_of)
         self._expected = _ExpectedWalk(sources.expected) if sources.expected is not None else None
         self._groups: dict[GroupKey, GroupCoverage] = {}
         self._last: RolloutKey | None = None
@@ -118,8 +113,8 @@ class CoverageTally:
         if self._expected is not None:
             self._expected.finish(self._not_scored)
         for failure in self._failed.values():
-            if failure.group is not None:
-                group, label = failure.group
+            if failure.noted is not None:
+                group, label = failure.noted
                 entry = self._group(group)
                 entry.coverage.failed_by_class[failure.failure_class] += 1
                 entry.labels.add(label)
@@ -147,17 +142,6 @@ class CoverageTally:
             entry = self._group(group)
             entry.coverage.missing = (entry.coverage.missing or 0) + 1
             entry.labels.add(label)
-
-
-def read_failed_keys(sidecars: Sequence[Path], group_of: GroupOf) -> dict[RolloutKey, _Failure]:
-    """Each failed key once, with the class and group of its last sidecar row (later files win)."""
-    failed: dict[RolloutKey, _Failure] = {}
-    for path in sidecars:
-        for entry in iter_jsonl(path):
-            key = row_key(entry.row, path, entry.line_no)
-            failure_class = entry.row.get(FAILURE_CLASS_FIELD)
-            failed[key] = _Failure(str(failure_class) if failure_class else UNKNOWN_CLASS, group_of(entry.row))
-    return failed
 
 
 NotScored = Callable[[RolloutKey, Callable[[], dict[str, Any]]], None]

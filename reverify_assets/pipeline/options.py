@@ -45,11 +45,3 @@ class RunOptions(BaseModel):
             raise UsageError(f"--max-attempts must be at least 1, got {self.max_attempts}")
         if self.output.suffix != ".jsonl":
             raise UsageError(f"--output must name a .jsonl file, got {self.output}")
-        if self.inputs.resolve() == self.output.resolve():
-            raise UsageError(f"--output {self.output} is the same file as --inputs")
-        source_failures = self.rollouts.with_name(f"{self.rollouts.stem}_failures.jsonl")
-        if self.judge_failed_only and self.output.resolve() == source_failures.resolve():
-            raise UsageError(f"--output {self.output} is the failures sidecar --judge-failed-only recovers from")
-        # Completing the run's own rollouts file in place is the point of --append.
-        if self.rollouts.resolve() == self.output.resolve() and not self.append:
-            raise UsageError(f"--output {self.output} is the same file as --rollouts (only --append may do that)")

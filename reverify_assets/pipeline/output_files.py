@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.file_names import RunFiles
-from reverify_assets.lib.key_index import scan_keys
+from reverify_assets.lib.file_collisions import check_no_collision
+from reverify_assets.lib.file_names import RunFiles, lock_path
+from reverify_assets.lib.judge_recovery import source_failures_path
+from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.lib.output_tail import repair_unterminated_tail
+from reverify_assets.lib.result_routing import ORIGINAL_CONFIG
 from reverify_assets.lib.resume_cache import CacheStatus, read_cache
 
 log = logging.getLogger("reverify")
@@ -26,6 +32,28 @@ class OutputPolicy:
     @property
     def is_fresh(self) -> bool:
         return not (self.resume or self.append)
+
+
+def check_sources_kept(inputs: Path, rollouts: Path, output: Path, *, force: bool, append: bool) -> None:
+    """Every file the run would create or replace, against every file it reads (whatever the flags: --resume
+    appends to the output and sidecar too)."""
+    outputs = {"--output": RunFiles.for_output(output)}
+    if force:
+        unsafe = RunFiles.for_output(output, unsafe=True)
+        outputs[f"--force's {unsafe.output.name}"] = unsafe
+    written: dict[str, Path] = {}
+    for name, files in outputs.items():
+        written |= {
+            name: files.output,
+            f"{name}'s failures sidecar": files.sidecar,
+            f"{name}'s metrics file": files.metrics,
+            f"{name}'s lock file": lock_path(files.output),
+        }
+    source_sidecar = "the failures sidecar of --rollouts"
+    sources = {"--inputs": inputs, "--rollouts": rollouts, source_sidecar: source_failures_path(rollouts)}
+    # Completing the run's own rollouts file in place is the point of --append.
+    allowed = [("--output", "--rollouts"), ("--output's failures sidecar", source_sidecar)]
+    check_no_collision(written, sources, allowed if append else ())
 
 
 def check_fresh_output(files: RunFiles, *, overwrite: bool) -> None:
@@ -47,27 +75,25 @@ def start_fresh(files: RunFiles) -> None:
     files.sidecar.touch()
 
 
-def prepare_output(files: RunFiles, policy: OutputPolicy) -> CacheStatus | None:
+def prepare_output(files: RunFiles, policy: OutputPolicy, config_hash: str) -> CacheStatus | None:
     """Make the output ready for appending; the cache of what is settled, or None for a fresh run."""
     if policy.resume:
         if not (files.output.exists() or files.sidecar.exists()):
             if policy.announce_resume:
                 log.info("Skipping resume_from_cache because cache paths don't exist! Running every row.")
         else:
-            _repair(files)
-            return read_cache(files.output, files.sidecar, policy.max_attempts)
+            with _repaired_tails(files):
+                cache = read_cache(files.output, files.sidecar, policy.max_attempts)
+                check_resumed_configs(files, cache, config_hash, policy)
+            return cache
     elif policy.append:
-        _repair(files)
+        with _repaired_tails(files):
+            done = scan_keys(files.output).frame.select(KEY_COLUMNS) if files.output.exists() else None
         files.sidecar.parent.mkdir(parents=True, exist_ok=True)
         files.sidecar.touch()
         status = CacheStatus.empty(policy.max_attempts)
-        if files.output.exists():
-            status = CacheStatus(
-                scan_keys(files.output).frame.select("task", "rollout"),
-                status.terminal,
-                status.maxed_out,
-                policy.max_attempts,
-            )
+        if done is not None:
+            status = CacheStatus(done, status.terminal, status.maxed_out, policy.max_attempts)
         return status
     check_fresh_output(files, overwrite=policy.overwrite)
     start_fresh(files)
@@ -75,9 +101,27 @@ def prepare_output(files: RunFiles, policy: OutputPolicy) -> CacheStatus | None:
 
 
 def check_resumed_configs(files: RunFiles, cache: CacheStatus, config_hash: str, policy: OutputPolicy) -> None:
-    """A resumed output must not end up scored by two verifier configs without the user saying so."""
-    others = {config: rows for config, rows in cache.output_configs.items() if config != config_hash}
-    if not policy.resume or not others:
+    """A resumed output must not end up scored by two verifier configs without the user saying so.
+
+    Rows without ``reverify_provenance`` are another tool's (NeMo Gym's own ``gym eval reverify`` stamps none),
+    which NeMo Gym resumes: they are carried on with a warning, and the metrics' provenance counts them apart.
+    """
+    if not policy.resume:
+        return
+    if unstamped := cache.output_configs.get(ORIGINAL_CONFIG, 0):
+        log.warning(
+            "WARNING: %s holds %d rows without reverify_provenance (written by NeMo Gym's gym eval reverify or "
+            "another tool): the grader of those rows is unknown. They are kept; the metrics' provenance counts "
+            "them as %r, apart from this run's config %s.",
+            files.output,
+            unstamped,
+            ORIGINAL_CONFIG,
+            config_hash,
+        )
+    others = {
+        config: rows for config, rows in cache.output_configs.items() if config not in (config_hash, ORIGINAL_CONFIG)
+    }
+    if not others:
         return
     found = ", ".join(f"{config} ({rows} rows)" for config, rows in sorted(others.items(), key=lambda kv: -kv[1]))
     message = f"{files.output} holds rows scored by other verifier configs than this run's {config_hash}: {found}"
@@ -89,7 +133,16 @@ def check_resumed_configs(files: RunFiles, cache: CacheStatus, config_hash: str,
     log.warning("WARNING: %s; continuing because --allow-mixed-configs was given.", message)
 
 
-def _repair(files: RunFiles) -> None:
-    for path in (files.output, files.sidecar):
-        if (done := repair_unterminated_tail(path)) is not None:
-            log.warning("WARNING: %s", done)
+@contextmanager
+def _repaired_tails(files: RunFiles) -> Iterator[None]:
+    """The output and sidecar end in whole lines for the block; if it fails, they are put back as they were: an
+    error exit (a refused config, a bad row) must not change what the user has."""
+    repairs = [repair for path in (files.output, files.sidecar) if (repair := repair_unterminated_tail(path))]
+    try:
+        yield
+    except BaseException:
+        for repair in repairs:
+            repair.undo()
+        raise
+    for repair in repairs:
+        log.warning("WARNING: %s", repair.message)

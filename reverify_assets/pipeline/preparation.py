@@ -20,6 +20,7 @@ from reverify_assets.config.topology import Topology, read_topology
 from reverify_assets.errors import ReverifyError
 from reverify_assets.gym.installation import find_installation
 from reverify_assets.gym.launch import server_folder
+from reverify_assets.lib import process_secrets
 from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_columns import KeyColumns, scan_key_columns
 from reverify_assets.lib.key_index import (
@@ -29,8 +30,9 @@ from reverify_assets.lib.key_index import (
     scan_keys,
 )
 from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.payload import missing_response_message
+from reverify_assets.lib.payload import has_response, missing_response_message
 from reverify_assets.lib.route_fields import RouteTable, route_fields
+from reverify_assets.pipeline.config_secrets import config_secrets
 from reverify_assets.pipeline.replication import check_placement_fields
 from reverify_assets.servers.registry import BUILTIN_SERVERS, check_known_fields, validate_builtin_block
 
@@ -43,8 +45,10 @@ class VerifierSetup:
 
 
 def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> VerifierSetup:
-    config = load_config(config_paths, overrides)
-    topology = read_topology(config)
+    loaded = load_config(config_paths, overrides)
+    config = loaded.values
+    topology = read_topology(config, loaded.sources)
+    process_secrets.remember(config_secrets(config, topology))
     for block in topology.servers.values():
         if block.url:
             continue
@@ -55,7 +59,7 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
         else:
             if block.type in BUILTIN_SERVERS:
                 check_known_fields(block)
-            server_folder(block, find_installation(config))
+            server_folder(block, find_installation(config, sources=loaded.sources))
     # A judge's model server is part of the grader: another model is another verifier.
     models = {model.instance: model for block in topology.servers.values() for model in block.referenced_models(config)}
     return VerifierSetup(config, topology, verifier_config_hash([*topology.servers.values(), *models.values()]))
@@ -100,21 +104,32 @@ def _scan_inputs_by_line(path: Path, *, reject_duplicates: bool) -> InputsIndex:
     return InputsIndex(keys, pl.Series("route", per_row, dtype=pl.Int32), table.routes)
 
 
-def index_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: bool = True) -> KeyIndex:
+def index_rollouts(
+    path: Path, *, limit: int | None = None, reject_duplicates: bool = True, require_response: bool = True
+) -> KeyIndex:
     """The rollouts' key index, in file order, scanned now (``startup_prefetch.scan_rollouts`` takes the start-up's,
-    in key order, when it made one)."""
-    columns = scan_key_columns(path, require_response=True, limit=limit)
-    return rollouts_index_of(path, columns, limit=limit, reject_duplicates=reject_duplicates)
+    in key order, when it made one). ``require_response`` False: rows only carried over, never re-verified."""
+    columns = scan_key_columns(path, require_response=require_response, limit=limit)
+    return rollouts_index_of(
+        path, columns, limit=limit, reject_duplicates=reject_duplicates, require_response=require_response
+    )
 
 
 def rollouts_index_of(
-    path: Path, columns: KeyColumns | None, *, limit: int | None = None, reject_duplicates: bool = True
+    path: Path,
+    columns: KeyColumns | None,
+    *,
+    limit: int | None = None,
+    reject_duplicates: bool = True,
+    require_response: bool = True,
 ) -> KeyIndex:
     """The rollouts index from ``scan_key_columns``'s columns of ``path``; None: the exact scan's."""
+    if columns is None and not require_response:
+        return scan_keys(path, limit=limit, reject_duplicates=reject_duplicates)
     if columns is None:
 
         def require_response(entry: JsonlLine, key: RolloutKey) -> None:
-            if "response" not in entry.row:
+            if not has_response(entry.row):
                 raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
         return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)

@@ -31,12 +31,10 @@ def check_placement_fields(block: ServerBlock) -> None:
     """``replicas`` and ``startup_timeout_s``, read by the launcher: a bad value is a config error naming it."""
     given = block.fields.get(REPLICAS_FIELD)
     if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
-        raise ReverifyError(f"config: {block.config_path}.{REPLICAS_FIELD} is {given!r}; it is a whole number >= 1")
+        raise ReverifyError(f"config: {block.named(REPLICAS_FIELD)} is {given!r}; it is a whole number >= 1")
     limit = block.fields.get(STARTUP_TIMEOUT_FIELD)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0):
-        raise ReverifyError(
-            f"config: {block.config_path}.{STARTUP_TIMEOUT_FIELD} is {limit!r}; it is a number of seconds > 0"
-        )
+        raise ReverifyError(f"config: {block.named(STARTUP_TIMEOUT_FIELD)} is {limit!r}; it is a number of seconds > 0")
 
 
 # Copies a block does not ask for are not worth starting for fewer rows: a NeMo Gym server takes about 3 s of CPU
@@ -54,10 +52,11 @@ def wanted_replicas(
     if mode != STATELESS and not force:
         if given is not None and given > 1:
             log.warning(
-                "WARNING: %s runs as 1 process, not %d: it is not declared stateless (reverify_mode %s); "
-                "--force runs copies of it anyway",
-                block.config_path,
+                "WARNING: %r runs as 1 process, not the %d %s asks for: it is not declared stateless "
+                "(reverify_mode %s); --force runs copies of it anyway",
+                block.instance,
                 given,
+                block.named(REPLICAS_FIELD),
                 mode,
             )
         return 1

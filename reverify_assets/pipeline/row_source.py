@@ -7,6 +7,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from reverify_assets.errors import ReadError
 from reverify_assets.lib.jsonl import pread_line, read_row_at
 from reverify_assets.lib.keys import RolloutKey, check_indexed_key
 from reverify_assets.lib.payload import build_verify_payload
@@ -48,9 +49,15 @@ class PairReader:
         Rows come in key order, so a task's rollouts follow each other and share one input line: it is read once.
         """
         if input_at[0] != self._last_input_offset:
-            self._last_input = pread_line(self._inputs.fileno(), input_at[0])
+            try:
+                self._last_input = pread_line(self._inputs.fileno(), input_at[0])
+            except OSError as exc:
+                raise ReadError(self.inputs_path, exc) from exc
             self._last_input_offset = input_at[0]
-        return self._last_input, pread_line(self._rollouts.fileno(), rollout_at[0])
+        try:
+            return self._last_input, pread_line(self._rollouts.fileno(), rollout_at[0])
+        except OSError as exc:
+            raise ReadError(self.rollouts_path, exc) from exc
 
     def close(self) -> None:
         self._inputs.close()

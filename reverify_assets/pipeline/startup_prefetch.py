@@ -81,11 +81,19 @@ def write_inputs_index(path: Path, target: Path) -> tuple[int, list[dict[str, An
     return index.keys.rows, index.routes
 
 
-def scan_rollouts(path: Path, *, limit: int | None = None, reject_duplicates: bool = True) -> KeyIndex:
-    """The rollouts index: the start-up's (in key order) if it made one of the file as it is, else scanned now."""
-    if reject_duplicates and (prefetched := _take_prefetched(_scan_key("rollouts", path, limit))) is not None:
+def scan_rollouts(
+    path: Path, *, limit: int | None = None, reject_duplicates: bool = True, require_response: bool = True
+) -> KeyIndex:
+    """The rollouts index: the start-up's (in key order) if it made one of the file as it is, else scanned now.
+    ``require_response`` False: the rows are carried over as they are (judge recovery's successes)."""
+    key = _scan_key(_rollouts_kind(require_response), path, limit)
+    if reject_duplicates and (prefetched := _take_prefetched(key)) is not None:
         return prefetched
-    return index_rollouts(path, limit=limit, reject_duplicates=reject_duplicates)
+    return index_rollouts(path, limit=limit, reject_duplicates=reject_duplicates, require_response=require_response)
+
+
+def _rollouts_kind(require_response: bool) -> str:
+    return "rollouts" if require_response else "carried"
 
 
 def _in_key_order(index: KeyIndex) -> KeyIndex:
@@ -156,9 +164,11 @@ class PrefetchedInputs:
         limit: int | None,
         join_with: VerifierSetup | None,
         index_folder: Path | None = None,
+        require_response: bool = True,
     ) -> None:
         self.inputs, self.rollouts, self.limit, self.join_with = inputs, rollouts, limit, join_with
         self.index_folder = index_folder
+        self.rollouts_kind = _rollouts_kind(require_response)
         self._keys: list[Hashable] = []
         self._checks: list[Future[Any]] = []
         self._folder: Path | None = None
@@ -177,9 +187,11 @@ class PrefetchedInputs:
         self._folder = folder = _start_up_folder(self.index_folder)
         inputs_scan = ScanProcess("inputs", self.inputs, None, folder / "inputs.keys", scratch=folder)
         self._scans.append(inputs_scan)
-        rollouts_scan = ScanProcess("rollouts", self.rollouts, self.limit, folder / "rollouts.keys", scratch=folder)
+        rollouts_scan = ScanProcess(
+            self.rollouts_kind, self.rollouts, self.limit, folder / "rollouts.keys", scratch=folder
+        )
         self._scans.append(rollouts_scan)
-        rollouts_key = _scan_key("rollouts", self.rollouts, self.limit)
+        rollouts_key = _scan_key(self.rollouts_kind, self.rollouts, self.limit)
         for_the_join: queue.SimpleQueue[InputsIndex] = queue.SimpleQueue()
         if self.join_with is None:
             inputs_key = _scan_key("inputs", self.inputs)
@@ -195,7 +207,8 @@ class PrefetchedInputs:
             )
 
         def rollouts_in_key_order() -> KeyIndex:
-            return _in_key_order(_scanned_rollouts(self.rollouts, self.limit, rollouts_scan))
+            require_response = self.rollouts_kind == "rollouts"
+            return _in_key_order(_scanned_rollouts(self.rollouts, self.limit, rollouts_scan, require_response))
 
         rollouts_index = prefetch.start(rollouts_key, [self.rollouts], rollouts_in_key_order)
         self._keys = [inputs_key, rollouts_key]
@@ -289,12 +302,12 @@ def _scanned_inputs(path: Path, scan: ScanProcess) -> InputsIndex:
     return _scanned(path, scan, lambda columns: inputs_index_of(path, columns), lambda: index_inputs(path))
 
 
-def _scanned_rollouts(path: Path, limit: int | None, scan: ScanProcess) -> KeyIndex:
+def _scanned_rollouts(path: Path, limit: int | None, scan: ScanProcess, require_response: bool) -> KeyIndex:
     return _scanned(
         path,
         scan,
-        lambda columns: rollouts_index_of(path, columns, limit=limit),
-        lambda: index_rollouts(path, limit=limit),
+        lambda columns: rollouts_index_of(path, columns, limit=limit, require_response=require_response),
+        lambda: index_rollouts(path, limit=limit, require_response=require_response),
     )
 
 

@@ -24,7 +24,7 @@ from reverify_assets.lib.result_routing import provenance
 from reverify_assets.lib.resume_cache import resume_summary
 from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.lib.verifier_wire import RetryPolicy
-from reverify_assets.pipeline.output_files import OutputPolicy, check_resumed_configs, prepare_output
+from reverify_assets.pipeline.output_files import OutputPolicy, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
@@ -139,9 +139,7 @@ async def _verify(
             log.warning("WARNING: %s Continuing because --force was given.", guard_message(unsafe_servers(modes)))
         files = RunFiles.for_output(step.output, unsafe=unsafe)
         stack.enter_context(exclusive_output(files.output))
-        cache = prepare_output(files, step.policy)
-        if cache is not None:
-            check_resumed_configs(files, cache, setup.config_hash, step.policy)
+        cache = prepare_output(files, step.policy, setup.config_hash)
         pending = plan
         if cache is not None:
             if step.policy.resume and step.policy.announce_resume:

@@ -19,6 +19,7 @@ import polars as pl
 
 from reverify_assets.compare.stored_flips import StoredRewardFlips
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import process_secrets
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.jsonl import LineAppender
 from reverify_assets.lib.keys import RolloutKey, describe_key
@@ -224,10 +225,14 @@ async def verify_plan(
 
     producer = asyncio.create_task(dispatch())
     last_report = time.monotonic()
+    redact = process_secrets.line_redactor()
     with LineAppender(files.output) as output, LineAppender(files.sidecar) as sidecar:
         pending: dict[Destination, list[bytes]] = {Destination.OUTPUT: [], Destination.SIDECAR: []}
 
         def flush() -> None:
+            if redact is not None:  # a server may quote a key back: in an error it got, in a failure row
+                for lines in pending.values():
+                    lines[:] = map(redact, lines)
             output.write_lines(pending[Destination.OUTPUT])
             sidecar.write_lines(pending[Destination.SIDECAR])
             pending[Destination.OUTPUT].clear()

@@ -43,16 +43,14 @@ def validate_builtin_block(block: ServerBlock) -> BaseModel:
     builtin = BUILTIN_SERVERS.get(block.type)
     if builtin is None:
         raise ReverifyError(
-            f"config: resources server {block.instance!r} has type {block.type!r}, which is not built in "
+            f"config: resources server {block.named()} has type {block.type!r}, which is not built in "
             f"(built in: {sorted(BUILTIN_SERVERS)}); give it a `url:` of a running NeMo-Gym-compatible server"
         )
     model = builtin.config_model()
     try:
         config = model.model_validate(dict(block.fields))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{block.config_path}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{block.named(*err['loc'])}: {err['msg']}" for err in exc.errors())
         raise ReverifyError(f"config: {problems}") from exc
     # After the model's own checks: a key pasted into the config gets the model's message, not a spelling hint.
     check_known_fields(block)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import aiohttp
 import orjson
 
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import process_secrets
 from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
 from reverify_assets.lib.row_reward import reward_number
@@ -37,6 +40,14 @@ class StoredRowOutcome:
     stale: bool = False  # the two stored rows did not make a verify request for their key (HTTP 409)
 
 
+class AggregateMetricsFailed(ReverifyError):
+    """A server's ``/aggregate_metrics`` gave no metrics, after every attempt worth making."""
+
+    def __init__(self, server: str, url: str, reason: str) -> None:
+        super().__init__(f"resources server {server!r} gave no aggregate metrics: POST {url}: {reason}")
+        self.server = server
+
+
 class VerifierClient:
     def __init__(self, name: str, base_url: str, session: aiohttp.ClientSession, retry: RetryPolicy) -> None:
         self.name = name
@@ -44,6 +55,8 @@ class VerifierClient:
         self.session = session
         self.retry = retry
         self._timeout = aiohttp.ClientTimeout(total=retry.timeout_s)
+        # An aggregate request has no limit once connected: a server may take long over a big group's rows.
+        self._aggregate_timeout = aiohttp.ClientTimeout(total=None, sock_connect=retry.timeout_s)
 
     async def reverify_mode(self) -> str:
         try:
@@ -101,7 +114,7 @@ class VerifierClient:
                     payload = await reply.read()
                     status = reply.status
             except (aiohttp.ClientError, TimeoutError) as exc:
-                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                error = _describe(exc)
                 last_errors.update(dict.fromkeys(waiting, error))
                 continue
             if status != 200:
@@ -135,25 +148,37 @@ class VerifierClient:
                     if not is_retryable_status(reply.status):
                         return VerifyOutcome(None, last_error)  # the request itself is wrong: retrying won't help
             except (aiohttp.ClientError, TimeoutError) as exc:
-                last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                last_error = _describe(exc)
         return VerifyOutcome(None, f"{last_error} (after {self.retry.attempts} attempts)")
 
-    async def aggregate_metrics(self, body: IO[bytes]) -> dict[str, Any] | None:
-        """POST a prepared ``{"verify_responses": [...]}`` body; None when the server has no such route."""
-        async with self.session.post(
-            f"{self.base_url}/aggregate_metrics", data=body, headers=JSON_HEADERS, timeout=None
-        ) as reply:
-            if reply.status in (404, 405):
-                return None
-            payload = await reply.read()
-            if reply.status != 200:
-                raise ConnectionError(
-                    f"POST {self.base_url}/aggregate_metrics answered HTTP {reply.status}: {_short(payload)}"
-                )
-        metrics = orjson.loads(payload)
-        if not isinstance(metrics, dict):
-            raise ConnectionError(f"POST {self.base_url}/aggregate_metrics did not answer a JSON object")
-        return metrics
+    async def aggregate_metrics(self, open_body: Callable[[], io.IOBase]) -> dict[str, Any] | None:
+        """POST a prepared ``{"verify_responses": [...]}`` body, opened afresh for each attempt; None when the
+        server has no such route. Retried as ``/verify`` is; AggregateMetricsFailed once no attempt is left."""
+        url = f"{self.base_url}/aggregate_metrics"
+        last_error = "no attempt made"
+        for attempt in range(self.retry.attempts):
+            if attempt:
+                await asyncio.sleep(self.retry.delay(attempt - 1))
+            try:
+                with open_body() as body:
+                    async with self.session.post(
+                        url, data=body, headers=JSON_HEADERS, timeout=self._aggregate_timeout
+                    ) as reply:
+                        if reply.status in (404, 405):
+                            return None
+                        payload = await reply.read()
+                        status = reply.status
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                last_error = _describe(exc)
+                continue
+            if status == 200:
+                if (metrics := _json_object(payload)) is None:
+                    raise AggregateMetricsFailed(self.name, url, f"the reply is not a JSON object: {_short(payload)}")
+                return metrics
+            last_error = f"HTTP {status}: {_short(payload)}"
+            if not is_retryable_status(status):
+                raise AggregateMetricsFailed(self.name, url, last_error)
+        raise AggregateMetricsFailed(self.name, url, f"{last_error} (after {self.retry.attempts} attempts)")
 
 
 def _settle_reverify_batch(
@@ -253,6 +278,19 @@ def _finished(outcomes: list[Outcome | None]) -> list[Outcome]:
     return cast(list[Outcome], outcomes)  # every path that returns has settled each row
 
 
+def _json_object(payload: bytes) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def _short(payload: bytes, limit: int = 500) -> str:
+    """A server's reply as a message quotes it: its head, and no secret (it may echo a key it was given)."""
     text = payload.decode(errors="replace").strip()
-    return text if len(text) <= limit else text[:limit] + "…"
+    return process_secrets.redact(text if len(text) <= limit else text[:limit] + "…")

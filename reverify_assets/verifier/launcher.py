@@ -41,6 +41,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.gym.installation import NemoGymInstallation, find_installation
 from reverify_assets.gym.launch import gym_server_command
 from reverify_assets.gym.server_python import default_cache
+from reverify_assets.lib import process_secrets
 from reverify_assets.lib.child_python import child_environment, module_command
 from reverify_assets.lib.verifier_wire import READY_PREFIX
 
@@ -285,7 +286,7 @@ def _ready_now(child: _Child) -> bool:
     if time.monotonic() > child.wait_from + limit:
         raise ReverifyError(
             f"{_described(child)} did not answer{f' at {child.url}' if child.url else ''} within {limit:.0f} s "
-            f"(the block's `{STARTUP_TIMEOUT_FIELD}` sets the limit). {_last_lines(child)}"
+            f"(the limit: {child.block.named(STARTUP_TIMEOUT_FIELD)}). {_last_lines(child)}"
         )
     return False
 
@@ -373,5 +374,6 @@ def _borrow_prestarted(block: ServerBlock, config: Mapping[str, Any]) -> _Child 
 
 
 def _tail(stream: IO[bytes], limit: int = 3000) -> str:
+    """The end of what a server printed, as an error quotes it: without the secrets it may have printed."""
     stream.seek(0)
-    return stream.read().decode(errors="replace")[-limit:].strip()
+    return process_secrets.redact(stream.read().decode(errors="replace")[-limit:].strip())

@@ -1,16 +1,15 @@
 """Runs one server process that lives only while its parent does: the parent's end of our stdin is its lifeline.
 
 NeMo Gym's servers run until they are told to stop, so a parent killed with SIGKILL would leave one behind. This
-guard (the standard library only: it starts in milliseconds) reads the command as one JSON line on stdin,
-starts it in a session of its own with its output in a log file, and stops its whole process group when stdin
-closes (the parent stopped it or died), on SIGTERM, or when the server exits on its own (then with its exit
-code). Ctrl-C is the parent's to handle: the launcher starts the guard in a process group of its own, out of the
-terminal's reach, and a SIGINT sent to the guard itself is ignored, leaving the server to the parent.
+guard (the standard library and one small module of ours: it starts in milliseconds) reads the command as one JSON
+line on stdin, starts it in a session of its own with its output in a log file, and stops its whole process group
+when stdin closes (the parent stopped it or died), on SIGTERM, or when the server exits on its own (then with its
+exit code). Ctrl-C is the parent's to handle: the launcher starts the guard in a process group of its own, out of
+the terminal's reach, and a SIGINT sent to the guard itself is ignored, leaving the server to the parent.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import select
@@ -19,17 +18,10 @@ import subprocess
 import sys
 from typing import Any
 
+from reverify_assets.lib.parent_death import die_with_parent
+
 STOP_GRACE_S = 5.0
 CANNOT_START = 127  # the shell's code for a command it cannot run
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_guard() -> None:
-    """In the server, before it runs: the kernel kills it if the guard itself is killed (Linux only)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (AttributeError, OSError):
-        pass
 
 
 def _stop(server: subprocess.Popen[bytes]) -> None:
@@ -70,7 +62,7 @@ def main() -> int:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_guard,
+                preexec_fn=die_with_parent,  # the server dies with the guard
             )
         except OSError as exc:  # no such Python, no such folder: said where the launcher looks, the log
             log.write(f"cannot run {spec['argv']} in {spec['cwd']}: {exc}\n".encode())

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dagster as dg
 import orjson
 import pytest
 
 from tests.support.cli import read_jsonl, run_reverify
 from tests.support.fake_verifier import FakeVerifier
+from tests.support.instance import open_instance
 from tests.support.project import STRICT, Project, make_project
 
 pytestmark = pytest.mark.slow
@@ -102,6 +104,34 @@ def test_failure_rate_gate_with_a_failing_verifier(tmp_path: Path) -> None:
     assert "main.s00000: FAILED (1 blocking asset check failed" in out and "failure_rate_within_limit" in out
     assert "aggregate: 40 rows from 1 shards" in out
     assert "metrics cover 40 of 80 rollouts (40 verify_failed)" in out, "the failures of the shard left out count"
+
+
+def test_shard_failures_by_class_count_each_failed_key_once_under_its_last_class(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(tmp_path, tasks=10)  # one shard, every row of it failing
+    monkeypatch.setenv("NEMO_GYM_MAX_ROLLOUT_ATTEMPTS", "2")
+    with FakeVerifier() as server:
+        (project.root / "configs" / "fake.yaml").write_text(
+            f"fake:\n  resources_servers:\n    fake_type:\n      url: {server.url}\n"
+        )
+        rows = read_jsonl(project.inputs)
+        project.inputs.write_bytes(b"".join(orjson.dumps({**r, "behaviour": "http500"}) + b"\n" for r in rows))
+        project.write_rescoring(verifier="configs/fake.yaml", override="++fake.resources_servers.fake_type.note=x")
+        cli(project, "backfill", project.name, home=tmp_path / "first")
+        [sidecar] = project.results().rglob("main.s00000_failures.jsonl")
+        with open(sidecar, "ab") as fh:  # a second attempt of key (0, 0) without a class: it is maxed out
+            fh.write(orjson.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0}) + b"\n")
+        # A fresh instance: the shard is missing again and resumes its files, a second attempt of every other key.
+        cli(project, "backfill", project.name, home=tmp_path / "second")
+    assert len(sidecar.read_bytes().splitlines()) == 2 * 40
+    event = open_instance(tmp_path / "second").get_latest_materialization_event(
+        dg.AssetKey([project.name, "reverified_shard"])
+    )
+    assert event is not None and event.asset_materialization is not None
+    metadata = event.asset_materialization.metadata
+    assert metadata["failures"].value == 40
+    assert metadata["failures by class"].value == {"verify_failed": 39, "unknown": 1}
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import re
+import shlex
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.support.cli import fake_dataset, read_jsonl, row_keys, run_against
+from tests.support.cli import fake_dataset, read_jsonl, row_keys, run_against, run_reverify
 from tests.support.fake_verifier import FakeVerifier
 
 pytestmark = pytest.mark.slow
@@ -113,3 +116,45 @@ def test_disable_aggregation_writes_no_metrics(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "reverify aggregate" in result.stdout
     assert not (tmp_path / "rs_aggregate_metrics.json").exists()
+
+
+def test_a_failing_aggregate_route_is_retried_with_the_whole_body(tmp_path: Path) -> None:
+    inputs, rollouts = fake_dataset(tmp_path, ["ok", "wrong", "http422"])
+    with FakeVerifier(aggregate_failures=2) as server:
+        result = run_against(tmp_path, server, inputs, rollouts, tmp_path / "rs.jsonl")
+        assert server.stats.aggregate_calls == 3
+    assert result.returncode == 0, result.stderr
+    [entry] = orjson.loads((tmp_path / "rs_aggregate_metrics.json").read_bytes())
+    assert entry["agent_metrics"] == {"mean/reward": 0.5, "rows_seen": 4}, "each attempt sent every row"
+
+
+def test_an_aggregate_route_that_keeps_failing_keeps_the_rows_and_says_how_to_finish(tmp_path: Path) -> None:
+    inputs, rollouts = fake_dataset(tmp_path, ["ok", "wrong", "http422"])
+    output = tmp_path / "out" / "rs.jsonl"
+    with FakeVerifier(aggregate_failures=math.inf) as server:
+        result = run_against(tmp_path, server, inputs, rollouts, output)
+        assert server.stats.aggregate_calls == 4
+        assert result.returncode == 1, result.stderr
+        assert "Traceback" not in result.stderr
+        [message] = [line for line in result.stderr.splitlines() if line.startswith("reverify: error:")]
+        for said in (
+            f"resources server 'fake' gave no aggregate metrics: POST {server.url}/aggregate_metrics",
+            "HTTP 503: aggregation unavailable: the server is restarting (after 4 attempts)",
+            f"Every verified row is kept: 4 rows in {output}, the failures in {tmp_path / 'out' / 'rs_failures.jsonl'}",
+        ):
+            assert said in message
+        assert row_keys(read_jsonl(output)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+        assert row_keys(read_jsonl(tmp_path / "out" / "rs_failures.jsonl")) == [(2, 0), (2, 1)]
+        assert not (tmp_path / "out" / "rs_aggregate_metrics.json").exists()
+        rows_before = output.read_bytes()
+
+        server.aggregate_failures = 0  # the server is back: the command the message gave finishes the run
+        found = re.search(r"finish the run with: (reverify aggregate .*)$", message)
+        assert found is not None, message
+        command = shlex.split(found.group(1))
+        finished = run_reverify(*command[1:], home=tmp_path / "h")
+    assert finished.returncode == 0, finished.stderr
+    [entry] = orjson.loads((tmp_path / "out" / "rs_aggregate_metrics.json").read_bytes())
+    assert entry["agent_metrics"] == {"mean/reward": 0.5, "rows_seen": 4}
+    assert entry["coverage"]["failed_by_class"] == {"verify_failed": 2}
+    assert output.read_bytes() == rows_before, "the output is aggregated where it is, never rewritten"

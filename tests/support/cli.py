@@ -39,6 +39,11 @@ def start_reverify(*args: str | Path, home: Path, **popen: Any) -> subprocess.Po
     return subprocess.Popen([REVERIFY, *map(str, args)], env=reverify_env(home), **popen)
 
 
+def start_piped(*args: str | Path, home: Path) -> subprocess.Popen[str]:
+    """``reverify`` in the background, its output kept for ``communicate``."""
+    return start_reverify(*args, home=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def run_args(config: Path, inputs: Path, rollouts: Path, output: Path, *flags: str) -> list[str | Path]:
     """The arguments of ``reverify run`` on these files."""
     return ["run", "--config", config, "--inputs", inputs, "--rollouts", rollouts, "--output", output, *flags]

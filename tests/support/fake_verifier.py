@@ -4,19 +4,22 @@ A row's ``behaviour`` field (carried in its materialized input) picks the answer
 (reward 1.0), ``wrong`` (0.0), ``judge_failed`` (NeMo Gym's 200 failsafe row), ``no_persist``,
 ``http422``, ``http500`` (always), ``flaky`` (500 on the first try of each key, then ok),
 ``judge`` (while ``judge_down`` is set, the judge-failure row; else reward 1.0 on even tasks, 0.0 on odd).
+A judge-failure row's ``_ng_failure_judge_error`` is ``judge_error``. ``/aggregate_metrics`` answers 503 with
+``aggregate_error`` to its first ``aggregate_failures`` calls (``math.inf``: to every one).
 It counts calls and the most requests it ever had in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiohttp import web
+
+from tests.support.loopback import LoopbackServer
 
 
 @dataclass
@@ -28,17 +31,24 @@ class FakeStats:
     attempts_by_key: Counter[tuple[int, int]] = field(default_factory=Counter)
 
 
-class FakeVerifier:
-    def __init__(self, *, reverify_mode: str = "stateless", latency_s: float = 0.0, aggregate: bool = True) -> None:
+class FakeVerifier(LoopbackServer):
+    def __init__(
+        self,
+        *,
+        reverify_mode: str = "stateless",
+        latency_s: float = 0.0,
+        aggregate: bool = True,
+        aggregate_failures: float = 0,
+    ) -> None:
+        super().__init__()
         self.reverify_mode = reverify_mode
         self.latency_s = latency_s
         self.aggregate = aggregate
+        self.aggregate_failures = aggregate_failures  # may be changed while serving: the server "comes back"
         self.judge_down = False
+        self.judge_error = "RuntimeError: judge 401"
+        self.aggregate_error = "aggregation unavailable: the server is restarting"
         self.stats = FakeStats()
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1 << 30)
@@ -87,7 +97,7 @@ class FakeVerifier:
                 "mask_sample": True,
                 "failure_kind": "judge_failed",
                 "_ng_failure_class": "judge_failed",
-                "_ng_failure_judge_error": "RuntimeError: judge 401",
+                "_ng_failure_judge_error": self.judge_error,
             }
         elif behaviour == "no_persist":
             result["_ng_no_persist"] = True
@@ -95,7 +105,10 @@ class FakeVerifier:
 
     async def _aggregate(self, request: web.Request) -> web.Response:
         self.stats.aggregate_calls += 1
-        rows = orjson.loads(await request.read())["verify_responses"]
+        body = await request.read()
+        if self.stats.aggregate_calls <= self.aggregate_failures:
+            return web.Response(status=503, text=self.aggregate_error)
+        rows = orjson.loads(body)["verify_responses"]
         mean = sum(r["reward"] for r in rows) / len(rows)
         return web.json_response(
             {
@@ -104,32 +117,3 @@ class FakeVerifier:
                 "group_level_metrics": [],
             }
         )
-
-    def __enter__(self) -> FakeVerifier:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
-        return self
-
-    async def _start(self) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._runner is not None
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-
-    async def _stop(self) -> None:
-        assert self._runner is not None
-        await self._runner.cleanup()
-        # Handlers still sleeping (a slow verifier) are cancelled, not left pending in a dead loop.
-        current = asyncio.current_task()
-        leftovers = [task for task in asyncio.all_tasks() if task is not current]
-        for task in leftovers:
-            task.cancel()
-        await asyncio.gather(*leftovers, return_exceptions=True)

@@ -275,7 +275,7 @@ def test_undefined_kappa_is_null_in_json_and_explained_in_markdown(tmp_path: Pat
 
 
 def mcqa_hooks() -> HookChoice:
-    return HookChoice(read_topology(load_config([MCQA_CONFIG])), str(MCQA_CONFIG))
+    return HookChoice(read_topology(load_config([MCQA_CONFIG]).values), str(MCQA_CONFIG))
 
 
 def test_key_metrics_of_a_side_without_a_metrics_file_are_computed_with_the_configs_hooks(tmp_path: Path) -> None:

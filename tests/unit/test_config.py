@@ -35,7 +35,9 @@ def write_yaml(tmp_path: Path, name: str, text: str) -> Path:
 def test_configs_merge_in_order_and_overrides_win(tmp_path: Path) -> None:
     first = write_yaml(tmp_path, "a.yaml", "mcqa:\n  resources_servers:\n    mcqa:\n      grading_mode: null\n")
     second = write_yaml(tmp_path, "b.yaml", "mcqa:\n  resources_servers:\n    mcqa:\n      domain: x\n")
-    config = load_config([first, second], ["++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed", "+extra=1"])
+    config = load_config(
+        [first, second], ["++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed", "+extra=1"]
+    ).values
     assert config["mcqa"]["resources_servers"]["mcqa"] == {"grading_mode": "lenient_boxed", "domain": "x"}
     assert config["extra"] == 1
 
@@ -59,6 +61,12 @@ def test_config_file_errors_name_the_file(tmp_path: Path, text: str | None, mess
     path = tmp_path / "missing.yaml" if text is None else write_yaml(tmp_path, "bad.yaml", text)
     with pytest.raises(ReverifyError, match=message):
         load_config([path])
+
+
+def test_a_mapping_knob_of_one_key_is_not_a_server_block() -> None:
+    # NeMo Gym's responses_api_agents/vibench_agent/configs/docker.yaml
+    knob = {"sandbox": {"default_metadata": {"sandbox-api": "docker"}}}
+    assert read_topology({**MCQA, **knob}).servers.keys() == {"mcqa"}
 
 
 def test_single_server_and_no_agents_takes_every_row() -> None:
@@ -91,6 +99,7 @@ def test_unroutable_row_names_the_agent() -> None:
         ({"x": 1}, "declares no resources server"),
         ({"a": {"resources_servers": {"mcqa": {}}}, "b": {"resources_servers": {"mcqa": {}}}}, "no agent blocks"),
         ({**MCQA, "ag": {"responses_api_agents": {"s": {"resources_server": {"name": "gone"}}}}}, "'gone'"),
+        ({**MCQA, "ag": {"responses_api_agents": {"s": "x"}}}, "`ag.responses_api_agents.s` must be a mapping"),
     ],
 )
 def test_topology_errors(config: dict[str, Any], message: str) -> None:
@@ -103,7 +112,7 @@ def test_topology_errors(config: dict[str, Any], message: str) -> None:
     [
         (
             "mcqa:\n  resources_servers:\n    mcqa:\n      grading_mode: fuzzy\n",
-            r"mcqa.resources_servers.mcqa.grading_mode: Input should be",
+            r"`mcqa.resources_servers.mcqa.grading_mode` \(set in .*c.yaml\): Input should be",
         ),
     ],
 )
@@ -160,17 +169,3 @@ def test_what_counts_as_an_override(token: str, is_one: bool) -> None:
     from reverify_assets.config.loading import is_override
 
     assert is_override(token) is is_one
-
-
-def test_output_may_not_be_the_sidecar_being_recovered(tmp_path: Path) -> None:
-    from reverify_assets.pipeline.options import RunOptions
-
-    options = RunOptions(
-        config_paths=[tmp_path / "c.yaml"],
-        inputs=tmp_path / "i.jsonl",
-        rollouts=tmp_path / "r.jsonl",
-        output=tmp_path / "r_failures.jsonl",
-        judge_failed_only=True,
-    )
-    with pytest.raises(UsageError, match="is the failures sidecar --judge-failed-only recovers from"):
-        options.check_flags()

@@ -64,16 +64,22 @@ BOTH = MCQA_CONFIG.read_text() + JUDGE_CONFIG.read_text() + AGENTS
         (
             MCQA_YAML + "      grading_mdoe: lenient_boxed\n",
             [],
-            f"`{MCQA_BLOCK}.grading_mdoe` is not a field of the built-in `mcqa` server (did you mean `grading_mode`?)",
+            f"`{MCQA_BLOCK}.grading_mdoe` (set in <c>) is not a field of the built-in `mcqa` server "
+            "(did you mean `grading_mode`?)",
         ),
-        (BOTH, [f"++{MCQA_BLOCK}.grading_mdoe=lenient_boxed"], f"`{MCQA_BLOCK}.grading_mdoe`"),
+        (
+            BOTH,
+            [f"++{MCQA_BLOCK}.grading_mdoe=lenient_boxed"],
+            f"`{MCQA_BLOCK}.grading_mdoe` (set by ++{MCQA_BLOCK}.grading_mdoe on the command line) is not a field",
+        ),
         (BOTH, [f"++{JUDGE_BLOCK}.judge_modle=gpt"], "(did you mean `judge_model`?)"),
         (BOTH, [f"++{JUDGE_BLOCK}.judge_prompt_templte=x"], "(did you mean `judge_prompt_template`?)"),
         # NeMo Gym's descriptive fields and our own block fields are spell-checked too.
         (
             BOTH,
             [f"++{MCQA_BLOCK}.descripton=x"],
-            f"`{MCQA_BLOCK}.descripton` is not a field of the built-in `mcqa` server (did you mean `description`?)",
+            f"`{MCQA_BLOCK}.descripton` (set by ++{MCQA_BLOCK}.descripton on the command line) is not a field of "
+            "the built-in `mcqa` server (did you mean `description`?)",
         ),
         (BOTH, [f"++{MCQA_BLOCK}.replica=2"], "(did you mean `replicas`?)"),
         # Nothing close: the server's own fields are listed.
@@ -82,27 +88,28 @@ BOTH = MCQA_CONFIG.read_text() + JUDGE_CONFIG.read_text() + AGENTS
         (
             MCQA_YAML + "      grading_mdoe: x\n      domian: y\n",
             [],
-            "(did you mean `grading_mode`?); `mcqa.resources_servers.mcqa.domian` is not a field of the built-in "
-            "`mcqa` server (did you mean `domain`?)",
+            "(did you mean `grading_mode`?); `mcqa.resources_servers.mcqa.domian` (set in <c>) is not a field of "
+            "the built-in `mcqa` server (did you mean `domain`?)",
         ),
         # An override into a block no file declares.
         (
             BOTH,
             ["++mcqq.resources_servers.mcqa.grading_mode=x"],
             "override `++mcqq.resources_servers.mcqa.grading_mode` names `mcqq`, which no --config file declares "
-            "(did you mean `mcqa`?)",
+            "(did you mean `mcqa` (set in <c>)?)",
         ),
-        (BOTH, ["++jugde.resources_servers.equivalence_judge.judge_model=x"], "(did you mean `judge`?)"),
+        (BOTH, ["++jugde.resources_servers.equivalence_judge.judge_model=x"], "(did you mean `judge` (set in <c>)?)"),
         (
             BOTH,
             ["++mcqa.resource_servers.mcqa.grading_mode=x"],
-            "names `mcqa.resource_servers`, which no --config file declares (did you mean `resources_servers`?)",
+            "names `mcqa.resource_servers`, which no --config file declares "
+            "(did you mean `mcqa.resources_servers` (set in <c>)?)",
         ),
         (
             BOTH,
             ["+mcqa.resources_servers.mcq.grading_mode=x"],
             "override `+mcqa.resources_servers.mcq.grading_mode` names `mcqa.resources_servers.mcq`, which no "
-            "--config file declares (did you mean `mcqa`?)",
+            "--config file declares (did you mean `mcqa.resources_servers.mcqa` (set in <c>)?)",
         ),
         (BOTH, ["++zzz.resources_servers.mcqa.grading_mode=x"], "names `zzz`, which no --config file declares ("),
         # A top-level scalar is a knob, not a block: nothing lies below it.
@@ -115,13 +122,13 @@ def test_typos_are_errors_naming_the_path_and_the_closest_name(
     with pytest.raises(ReverifyError) as caught:
         load(tmp_path, yaml, overrides)
     assert caught.value.exit_code == 1
-    assert expected in str(caught.value)
+    assert expected.replace("<c>", str(tmp_path / "c.yaml")) in str(caught.value)
 
 
 def test_a_misspelt_override_never_echoes_its_value(tmp_path: Path) -> None:
     with pytest.raises(ReverifyError) as caught:
         load(tmp_path, BOTH, ["++jduge.resources_servers.equivalence_judge.judge_model=s3cr3t"])
-    assert "did you mean `judge`?" in str(caught.value) and "s3cr3t" not in str(caught.value)
+    assert "did you mean `judge`" in str(caught.value) and "s3cr3t" not in str(caught.value)
 
 
 def test_the_cli_stops_before_anything_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +136,9 @@ def test_the_cli_stops_before_anything_starts(tmp_path: Path, capsys: pytest.Cap
     argv = ["run", "--config", str(MCQA_CONFIG), "--inputs", str(SAMPLES / "rollouts_materialized_inputs.jsonl")]
     argv += ["--rollouts", str(SAMPLES / "rollouts.jsonl"), "--output", str(output)]
     assert main([*argv, f"++{MCQA_BLOCK}.grading_mdoe=lenient_boxed"]) == 1
-    assert f"`{MCQA_BLOCK}.grading_mdoe` is not a field" in capsys.readouterr().err
+    assert f"`{MCQA_BLOCK}.grading_mdoe` (set by ++{MCQA_BLOCK}.grading_mdoe on the command line) is not a field" in (
+        capsys.readouterr().err
+    )
     assert not output.parent.exists()
 
 
@@ -207,10 +216,10 @@ def test_valid_overrides_pass(tmp_path: Path, overrides: list[str]) -> None:
 def test_an_override_below_an_interpolated_block_is_not_second_guessed(tmp_path: Path) -> None:
     yaml = MCQA_CONFIG.read_text() + "base:\n  resources_servers: {mcqa: {}}\nalias: ${base}\n"
     (tmp_path / "c.yaml").write_text(yaml)
-    assert load_config([tmp_path / "c.yaml"], ["++alias.resources_servers.mcqa.grading_mode=x"])["alias"]
+    assert load_config([tmp_path / "c.yaml"], ["++alias.resources_servers.mcqa.grading_mode=x"]).values["alias"]
 
 
 def test_an_override_value_that_is_not_yaml_is_a_usage_error(tmp_path: Path) -> None:
     # Unquoted, `{question} ...` starts a YAML mapping it does not finish.
-    with pytest.raises(UsageError, match="cannot apply overrides"):
+    with pytest.raises(UsageError, match="cannot apply override"):
         load(tmp_path, BOTH, [f"++{JUDGE_BLOCK}.judge_prompt_template={{question}} {{expected_answer}}"])

@@ -252,7 +252,7 @@ def test_an_unknown_type_names_the_closest_nemo_gym_server(tmp_path: Path) -> No
     installation = an_installation(servers_tree(tmp_path))
     with pytest.raises(ReverifyError, match=r"'mcqq'.*of the 1 resources_servers of NeMo Gym.*did you mean `mcqa`"):
         server_folder(ServerBlock("x", "mcqq", {}), installation)
-    with pytest.raises(ReverifyError, match=r"has no entrypoint 'main.py'"):
+    with pytest.raises(ReverifyError, match=r"entrypoint` is 'main.py', which NeMo Gym's .*mcqa does not have"):
         server_folder(ServerBlock("x", "mcqa", {"entrypoint": "main.py"}), installation)
 
 
@@ -384,7 +384,7 @@ def test_a_judge_names_its_model_server_block() -> None:
     )
     [model] = block.referenced_models(JUDGE_CONFIG)
     assert (model.instance, model.type, model.kind) == ("policy_model", "openai_model", "responses_api_models")
-    assert model.config_path == "policy_model.responses_api_models.openai_model"
+    assert model.named() == "`policy_model.responses_api_models.openai_model`"
     assert block.referenced_models({"judge": JUDGE_CONFIG["judge"]}) == []  # not declared: nothing to start
 
 
@@ -406,7 +406,7 @@ def test_the_judges_model_is_part_of_the_verifier_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value: str, changes_the_hash: bool
 ) -> None:
     monkeypatch.setattr(preparation, "server_folder", lambda block, installation: tmp_path)
-    monkeypatch.setattr(preparation, "find_installation", lambda config: None)
+    monkeypatch.setattr(preparation, "find_installation", lambda config, **_: None)
     changed = json.loads(json.dumps(JUDGE_CONFIG))
     changed["policy_model"]["responses_api_models"]["openai_model"][field] = value
     assert (config_hash_of(JUDGE_CONFIG, tmp_path) != config_hash_of(changed, tmp_path)) is changes_the_hash

@@ -15,7 +15,7 @@ from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_columns import scan_key_columns
 from reverify_assets.lib.key_index import scan_keys
 from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.payload import missing_response_message
+from reverify_assets.lib.payload import has_response, missing_response_message
 from reverify_assets.pipeline.preparation import _scan_inputs_by_line, index_inputs, index_rollouts
 
 AGENT = {"type": "responses_api_agents", "name": "a"}
@@ -36,7 +36,7 @@ def write(path: Path, lines: list[bytes], end: bytes = b"\n") -> Path:
 
 def exact_rollouts(path: Path, limit: int | None = None) -> pl.DataFrame:
     def require_response(entry: JsonlLine, key: RolloutKey) -> None:
-        if "response" not in entry.row:
+        if not has_response(entry.row):
             raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
     return scan_keys(path, check=require_response, limit=limit).frame
@@ -67,7 +67,7 @@ GOOD = [rollout(2, 1), rollout(0, 0, note="é" * 3), rollout(1, 3, x=[1, {"y": N
         [rollout(1.0, 0)],
         [b'{"_ng_task_index": 123456789012345678901234, "_ng_rollout_index": 0, "response": {}}'],
         [GOOD[0], row(5, 0)],  # response missing
-        [GOOD[0], row(5, 0, response=None)],  # response null: present
+        [GOOD[0], row(5, 0, response=None)],  # response null: none either
         [GOOD[0], row(5, 0, response="text")],  # not an object, but there: the verify step decides
         [*GOOD, GOOD[1]],  # duplicate key
         [rollout(3, 0, meta={"_ng_task_index": 9, "_ng_rollout_index": 9})],  # nested keys
@@ -77,6 +77,7 @@ GOOD = [rollout(2, 1), rollout(0, 0, note="é" * 3), rollout(1, 3, x=[1, {"y": N
         [b'{"_ng_task_index": 9223372036854775808, "_ng_rollout_index": 0, "response": {}}'],  # beyond int64
         [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}, "big": 123456789012345678901234}'],
         [rollout(-1, 0)],
+        [GOOD[0], rollout(0, -3)],
         [b"\xef\xbb\xbf" + GOOD[0]],  # a byte order mark: simdjson would skip it, orjson refuses it
         [GOOD[0], b"\xef\xbb\xbf" + GOOD[1]],
         [],
@@ -91,6 +92,22 @@ def test_rollouts_scan_matches_the_line_by_line_scan(tmp_path: Path, lines: list
         assert isinstance(fast, pl.DataFrame) and fast.equals(exact)
     else:
         assert fast == exact
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (row(5, 0, response=None), r"rollouts.jsonl:2: rollout \(task 5, rollout 0\) of result type 'unknown' has no"),
+        (rollout(-1, 0), r"rollouts.jsonl:2: `_ng_task_index` must not be negative \(found -1\)"),
+        (rollout(0, -2), r"rollouts.jsonl:2: `_ng_rollout_index` must not be negative \(found -2\)"),
+    ],
+)
+def test_a_null_response_and_a_negative_key_are_errors_naming_the_line(
+    tmp_path: Path, line: bytes, message: str
+) -> None:
+    path = write(tmp_path / "rollouts.jsonl", [GOOD[0], line])
+    with pytest.raises(ReverifyError, match=message):
+        index_rollouts(path)
 
 
 def test_a_last_line_without_newline_keeps_its_offset(tmp_path: Path) -> None:

@@ -77,8 +77,11 @@ def test_taskset_conflict_is_an_error() -> None:
         build_verify_payload(row, ROLLOUT, (0, 0))
 
 
-def test_rollout_without_response_names_the_key() -> None:
+@pytest.mark.parametrize("response", ["missing", None])
+def test_rollout_without_response_names_the_key(response: object) -> None:
     rollout = {k: v for k, v in ROLLOUT.items() if k != "response"}
+    if response is None:
+        rollout["response"] = None
     with pytest.raises(ReverifyError, match=r"rollout \(task 3, rollout 1\) of result type 'legacy_agent' has no"):
         build_verify_payload(MCQA_INPUT, rollout, (3, 1))
 

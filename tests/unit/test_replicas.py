@@ -50,13 +50,13 @@ def test_copies_nobody_asked_for_start_only_for_runs_worth_it(rows: int | None, 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "2", True])
 def test_a_bad_replicas_value_names_its_path(value: Any) -> None:
-    with pytest.raises(ReverifyError, match=r"mcqa\.resources_servers\.mcqa\.replicas is .*whole number"):
+    with pytest.raises(ReverifyError, match=r"`mcqa\.resources_servers\.mcqa\.replicas` is .*whole number"):
         check_placement_fields(block(replicas=value))
 
 
 @pytest.mark.parametrize("value", [0, -5, "abc", True])
 def test_a_bad_startup_timeout_names_its_path(value: Any) -> None:
-    with pytest.raises(ReverifyError, match=r"mcqa\.resources_servers\.mcqa\.startup_timeout_s is .*seconds > 0"):
+    with pytest.raises(ReverifyError, match=r"`mcqa\.resources_servers\.mcqa\.startup_timeout_s` is .*seconds > 0"):
         check_placement_fields(block(startup_timeout_s=value))
 
 

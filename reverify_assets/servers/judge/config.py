@@ -16,12 +16,14 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from reverify_assets.config.server_url import url_problem
 from reverify_assets.lib.verifier_wire import RetryPolicy
 from reverify_assets.servers.judge.prompt import DEFAULT_PROMPT_TEMPLATE, check_template
 from reverify_assets.servers.judge.verdict import EQUAL_LABEL, NOT_EQUAL_LABEL
 
 DEFAULT_LOCAL_JUDGE_URL = "http://127.0.0.1:8765"
 DEFAULT_JUDGE_MODEL = "local-equivalence-judge"
+DEFAULT_API_KEY_ENV = "JUDGE_API_KEY"
 # Where a key pasted into the config by mistake would be: refused, so it never reaches a hash, a log or a row.
 _KEY_FIELDS = ("api_key", "judge_api_key", "openai_api_key")
 
@@ -32,7 +34,7 @@ class EquivalenceJudgeConfig(BaseModel):
     judge_base_url: str = DEFAULT_LOCAL_JUDGE_URL
     judge_model: str = DEFAULT_JUDGE_MODEL
     api_key_env: str | None = Field(
-        default="JUDGE_API_KEY",
+        default=DEFAULT_API_KEY_ENV,
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="name of the environment variable holding the API key (sent as a Bearer token if set)",
     )
@@ -90,8 +92,8 @@ class EquivalenceJudgeConfig(BaseModel):
     @field_validator("judge_base_url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError("judge_base_url must start with http:// or https://")
+        if (problem := url_problem(url)) is not None:
+            raise ValueError(f"{url!r}: {problem}")
         return url
 
     def retry_policy(self) -> RetryPolicy:

@@ -4,7 +4,7 @@ As NeMo Gym's ``call_judge``: a 408, 429 or 5xx reply, a timeout or a lost conne
 to ``max_attempts`` attempts with full-jitter exponential backoff; any other 4xx (a bad key, a bad request)
 and a reply that is not a chat completion fail at once, since they would fail the same way again. The
 status is checked before the body is parsed, so a 401 reports "HTTP 401", not a parse error of its body.
-Every message goes through the redactor: the API key is never in a reason we hand back.
+Every message goes through the redactor: no run of 8 characters of the API key is in a reason we hand back.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import orjson
 
 from reverify_assets.lib.verifier_wire import RetryPolicy, is_retryable_status
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed
-from reverify_assets.servers.judge.redaction import Redactor
 
 Sleep = Callable[[float], Awaitable[Any]]
 BODY_SNIPPET_CHARS = 500
@@ -92,7 +91,7 @@ class JudgeClient:
         api_key: str | None,
         retry: RetryPolicy,
         session: aiohttp.ClientSession,
-        redact: Redactor,
+        redact: Callable[[str], str],
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:

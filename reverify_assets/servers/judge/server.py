@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import aiohttp
 
+from reverify_assets.lib import process_secrets
 from reverify_assets.servers.judge import metrics as judge_metrics
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed, judge_failed_row
@@ -23,7 +24,6 @@ from reverify_assets.servers.judge.prompt import (
     last_user_text,
     narrow,
 )
-from reverify_assets.servers.judge.redaction import Redactor
 from reverify_assets.servers.judge.verdict import parse_verdict
 from reverify_assets.servers.protocol import BadVerifyRequest, MetricsHooks, ResourcesServer, ReverifyMode
 
@@ -110,8 +110,10 @@ class EquivalenceJudgeServer(ResourcesServer):
 
     async def open(self) -> None:
         cfg = self.config
-        # Read at start-up, never stored in the config: the key exists only in the client's headers.
+        # Read at start-up, never stored in the config: the key exists only in the client's headers, and in the
+        # redactor of everything this process writes, logs or raises.
         api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        process_secrets.remember([api_key])
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=cfg.judge_endpoint_max_concurrency or 0)
         )
@@ -120,7 +122,7 @@ class EquivalenceJudgeServer(ResourcesServer):
             api_key=api_key,
             retry=cfg.retry_policy(),
             session=self._session,
-            redact=Redactor(api_key),
+            redact=process_secrets.redact,
             sleep=self._sleep,
             rng=self._rng,
         )

@@ -1,0 +1,37 @@
+"""What a run whose server gave no aggregate metrics tells its user: the rows are safe, and how to finish.
+
+By then every row is verified and written: only the metrics are missing, and ``reverify aggregate`` over the
+output computes them where the run would have, without verifying anything again.
+"""
+
+from __future__ import annotations
+
+import glob
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
+
+
+def finish_command(
+    config_paths: Sequence[str], overrides: Sequence[str], output: Path, *, allow_mixed_configs: bool
+) -> str:
+    """``reverify aggregate`` of ``output`` alone, with the run's config: it writes the metrics file the run would
+    have written. The output is its own only shard (``--input-glob`` is a glob, so the name is escaped)."""
+    words = ["reverify", "aggregate"]
+    for path in config_paths:
+        words += ["--config", path]
+    words += ["--input-glob", glob.escape(str(output)), "--output", str(output), *overrides]
+    if allow_mixed_configs:
+        words.append("--allow-mixed-configs")
+    return shlex.join(words)
+
+
+def unfinished_metrics_message(reason: str, output: Path, rows: int, command: str) -> str:
+    """One paragraph: why the metrics are missing, where the rows are, and the command that finishes the run."""
+    return (
+        f"{reason.rstrip('.')}. Every verified row is kept: {rows} rows in {output}, the failures in "
+        f"{sidecar_path(output)}; only {aggregate_metrics_path(output)} was not written. Once its "
+        f"/aggregate_metrics works, finish the run with: {command}"
+    )

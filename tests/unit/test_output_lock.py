@@ -1,0 +1,79 @@
+"""One writer per output: another process holding it is named by PID; a dead holder's lock is taken over."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.file_names import lock_path
+from reverify_assets.lib.output_lock import exclusive_output
+from tests.support.small_disk import mounted_tmpfs
+
+HOLD = """
+import sys
+from pathlib import Path
+from reverify_assets.lib.output_lock import exclusive_output
+with exclusive_output(Path(sys.argv[1])):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_second_process_is_refused_naming_the_holders_pid(tmp_path: Path) -> None:
+    output = tmp_path / "o.jsonl"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(ReverifyError, match=rf"another run with PID {holder.pid} is writing .*o.jsonl"):
+            with exclusive_output(output):
+                pass
+    finally:
+        holder.communicate("", timeout=120)
+    with exclusive_output(output):  # released when the holder ends
+        assert lock_path(output).read_text() == f"{os.getpid()}\n"
+    assert not lock_path(output).exists()  # released on purpose: nothing for the next run to take over
+
+
+def test_the_lock_of_a_dead_run_is_taken_over_with_a_notice(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    output = tmp_path / "o.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    holder.kill()
+    holder.wait(timeout=120)
+    with caplog.at_level(logging.WARNING, logger="reverify"), exclusive_output(output):
+        pass
+    assert f"taking over {lock_path(output)}, left by PID {holder.pid}, which is no longer running" in caplog.text
+
+
+def test_the_run_holding_the_lock_may_take_it_again_for_its_steps(tmp_path: Path) -> None:
+    output = tmp_path / "o.jsonl"
+    with exclusive_output(output):
+        with exclusive_output(output):
+            pass
+        assert lock_path(output).read_text() == f"{os.getpid()}\n"  # still held by the outer block
+
+
+def test_a_folder_the_lock_made_is_removed_with_it_unless_the_run_wrote_there(tmp_path: Path) -> None:
+    with pytest.raises(ReverifyError, match="a data error"):
+        with exclusive_output(tmp_path / "new" / "o.jsonl"):
+            raise ReverifyError("a data error")
+    assert not (tmp_path / "new").exists()
+    with exclusive_output(tmp_path / "new" / "o.jsonl"):
+        (tmp_path / "new" / "o.jsonl").write_text("{}\n")
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["o.jsonl"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a read-only file system")
+def test_a_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
+    with mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as folder:
+        with pytest.raises(ReverifyError, match=r"cannot write the output's folder .*ro: Read-only file system"):
+            with exclusive_output(folder / "o.jsonl"):
+                pass
