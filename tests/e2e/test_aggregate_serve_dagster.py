@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import orjson
 import pytest
 
 from tests.support.cli import (
+    CLI_LIMIT_S,
     CONFORMANCE_ROLLOUTS,
     MCQA_CONFIG,
     REVERIFY,
@@ -22,12 +22,14 @@ from tests.support.cli import (
     run_args,
     run_mcqa,
     run_reverify,
-    server_children,
+    start_piped,
     start_reverify,
     write_jsonl,
 )
 from tests.support.fake_verifier import FakeVerifier
 from tests.support.instance import latest_materialization, open_instance
+from tests.support.process_tree import ProcessInfo, descendants, kill_all, survivors
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 LENIENT = "++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"
@@ -138,7 +140,7 @@ def test_aggregate_into_a_pipe_closed_early_still_writes_its_files(tmp_path: Pat
         stderr=subprocess.PIPE,
     )
     os.close(writer)
-    _, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=CLI_LIMIT_S)
     assert process.returncode == 0, stderr
     assert b"Traceback" not in stderr
     assert orjson.loads((tmp_path / "merged_aggregate_metrics.json").read_bytes())[0]["coverage"]["scored"] == 180
@@ -160,7 +162,7 @@ def test_serve_runs_the_configured_server_until_interrupted(tmp_path: Path) -> N
             assert orjson.loads(reply.read()) == "stateless"
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=10) == 0
+        assert process.wait(timeout=CLI_LIMIT_S) == 0
 
 
 def test_ctrl_c_stops_the_started_server(tmp_path: Path) -> None:
@@ -191,22 +193,19 @@ def test_ctrl_c_stops_the_started_server(tmp_path: Path) -> None:
             "a:\n  responses_api_agents:\n    simple_agent:\n      resources_server: {name: slow}\n"
             "b:\n  responses_api_agents:\n    simple_agent:\n      resources_server: {name: mcqa}\n"
         )
-        before = set(server_children())
-        process = start_reverify(
-            *run_args(config, inputs, rollouts, tmp_path / "o.jsonl"),
-            home=tmp_path / "h",
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while slow.stats.verify_calls == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert slow.stats.verify_calls > 0, "the run never reached the verify step"
-        process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=30)
-    assert code != 0
-    time.sleep(0.5)
-    assert set(server_children()) - before == set()
+        process = start_piped(*run_args(config, inputs, rollouts, tmp_path / "o.jsonl"), home=tmp_path / "h")
+        tree: list[ProcessInfo] = []
+        try:
+            wait_for(lambda: slow.stats.verify_calls > 0, "reached the verify step", process)
+            tree = descendants(process.pid)
+            assert any("reverify_assets.servers.child_process" in child.command for child in tree)
+            process.send_signal(signal.SIGINT)
+            process.communicate(timeout=CLI_LIMIT_S)
+            left = survivors(tree, within=CLI_LIMIT_S)
+        finally:
+            kill_all(tree)
+    assert process.returncode != 0
+    assert left == []
 
 
 def test_cli_runs_are_dagster_materializations_with_lineage_metadata(tmp_path: Path) -> None:

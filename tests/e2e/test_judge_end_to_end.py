@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.support.cli import REVERIFY, read_jsonl, run_reverify, write_jsonl
+from tests.support.cli import CLI_LIMIT_S, REVERIFY, read_jsonl, run_reverify, write_jsonl
 from tests.support.judge_serve import LocalJudge, judge_serve
 
 pytestmark = pytest.mark.slow
@@ -326,7 +326,7 @@ def test_an_agent_whose_rows_all_failed_still_has_an_entry(
     ],
 )
 def test_judge_serve_refuses_bad_flags(tmp_path: Path, flags: list[str], code: int, message: str) -> None:
-    result = run_reverify("judge-serve", "--port", "0", *flags, home=tmp_path, timeout=30)
+    result = run_reverify("judge-serve", "--port", "0", *flags, home=tmp_path)
     assert result.returncode == code and message in result.stderr, result.stderr
     assert "listening" not in result.stdout
 
@@ -338,7 +338,7 @@ def test_the_api_key_is_in_no_file_and_no_output(tmp_path: Path, judge: LocalJud
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         serve = subprocess.Popen([REVERIFY, "serve", "--config", str(config)], stdout=out, stderr=err)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + CLI_LIMIT_S
         while not (found := re.search(r"listening on (http://\S+)", stdout_path.read_text())):
             assert serve.poll() is None and time.monotonic() < deadline, stderr_path.read_text()
             time.sleep(0.05)
@@ -354,7 +354,7 @@ def test_the_api_key_is_in_no_file_and_no_output(tmp_path: Path, judge: LocalJud
         transcript.outputs.append(orjson.dumps(replies).decode())
     finally:
         serve.send_signal(signal.SIGINT)
-        serve.wait(timeout=10)
+        serve.wait(timeout=CLI_LIMIT_S)
     judge.control()
     transcript.roots.append(tmp_path)
 

@@ -23,6 +23,7 @@ import pytest
 
 from reverify_assets.gym.installation import PYTHON_KEY, RESOURCES_SERVERS, find_installation
 from tests.support.cli import (
+    CLI_LIMIT_S,
     CONFORMANCE,
     CONFORMANCE_INPUTS,
     CONFORMANCE_ROLLOUTS,
@@ -32,9 +33,9 @@ from tests.support.cli import (
     run_args,
 )
 from tests.support.nemo_gym import SERVERS_DATA, gym_env, nemo_gym_python, processes_in
+from tests.support.process_tree import run_reaped
 
 pytestmark = pytest.mark.slow
-CLI_LIMIT_S = 600  # the first run of a server builds its venv; a busy machine is several times slower
 SERVERS = sorted(path.name for path in SERVERS_DATA.iterdir() if path.is_dir())
 # The servers NeMo Gym itself re-verifies only under --force (they do not declare themselves stateless).
 NEEDS_FORCE = {name for name in SERVERS if any((SERVERS_DATA / name / "expected").glob("unsafe_*"))}
@@ -154,9 +155,7 @@ def test_an_unknown_server_type_names_the_closest_nemo_gym_server(tmp_path: Path
     config.write_text("x:\n  resources_servers:\n    circle_cuont:\n      entrypoint: app.py\n")
     data = SERVERS_DATA / "circle_count"
     args = run_args(config, data / "rollouts_materialized_inputs.jsonl", data / "rollouts.jsonl", tmp_path / "o.jsonl")
-    done = subprocess.run(
-        [REVERIFY, *map(str, args)], capture_output=True, text=True, env=gym_env(tmp_path, python), timeout=120
-    )
+    done = run_reaped([REVERIFY, *map(str, args)], env=gym_env(tmp_path, python), timeout=CLI_LIMIT_S)
     assert done.returncode == 1
     assert "did you mean `circle_count`?" in done.stderr
     assert not (tmp_path / "o.jsonl").exists()
@@ -169,9 +168,7 @@ def test_without_nemo_gym_it_says_where_it_looked(tmp_path: Path) -> None:
     )
     env = {name: value for name, value in os.environ.items() if not name.startswith("REVERIFY_NEMO_GYM")}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), PATH="/usr/bin:/bin")
-    done = subprocess.run(
-        [REVERIFY, *map(str, args)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
-    )
+    done = run_reaped([REVERIFY, *map(str, args)], env=env, cwd=tmp_path, timeout=CLI_LIMIT_S)
     assert done.returncode == 1
     assert "cannot find a Python that has nemo_gym" in done.stderr
     assert "`gym` on PATH: not found" in done.stderr

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime
@@ -20,8 +19,9 @@ import psycopg2
 import pytest
 
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
-from tests.support.cli import ROOT, read_jsonl, run_reverify
+from tests.support.cli import CLI_LIMIT_S, ROOT, read_jsonl, run_reverify
 from tests.support.postgres import PostgresServer, PostgresUnavailable, check_available, throwaway_postgres
+from tests.support.process_tree import run_reaped
 
 pytestmark = pytest.mark.slow
 
@@ -81,8 +81,8 @@ def shared_home(path: Path) -> Path:
     return path
 
 
-def cli(*args: str | Path, home: Path, timeout: float = 120) -> str:
-    result = run_reverify(*args, home=home, timeout=timeout)
+def cli(*args: str | Path, home: Path) -> str:
+    result = run_reverify(*args, home=home)
     assert result.returncode == 0, f"reverify {' '.join(map(str, args))}:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -91,9 +91,7 @@ def set_pool_limit(home: Path, pool: str, limit: int) -> None:
     """The README's way to give a pool its own limit: Dagster's CLI, stored in the shared database."""
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "instance", "concurrency", "set", pool, str(limit)]
-    result = subprocess.run(
-        command, env={**os.environ, "DAGSTER_HOME": str(home)}, capture_output=True, text=True, timeout=60
-    )
+    result = run_reaped(command, env={**os.environ, "DAGSTER_HOME": str(home)}, timeout=CLI_LIMIT_S)
     assert result.returncode == 0, result.stderr
 
 
@@ -131,7 +129,7 @@ def test_backfill_on_postgres_runs_shards_in_parallel_and_matches_one_run(
 
     shards = cli("shards", NAME, "--project", project, home=home)
     assert f"{len(SHARDS)} shards ({len(SHARDS)} new)" in shards, shards
-    backfill = cli("backfill", NAME, "--project", project, "--parallel", "2", home=home, timeout=240)
+    backfill = cli("backfill", NAME, "--project", project, "--parallel", "2", home=home)
     assert "aggregate: 160 rows from 4 shards" in backfill, backfill
     status = cli("status", NAME, "--project", project, home=home)
     assert "materialized 4, stale 0, failed 0, running 0, missing 0" in status, status

@@ -124,7 +124,7 @@ def test_backfill_compares_the_variants_after_their_aggregates_as_reverify_compa
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, home = copy_project(tmp_path), tmp_path / "home"
-    done = run_reverify("backfill", "mcqa_grading_modes", home=home, cwd=root, timeout=300)
+    done = run_reverify("backfill", "mcqa_grading_modes", home=home, cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     [compared] = [n for n, line in enumerate(lines) if line.startswith("mcqa_grading_modes__comparison: ")]

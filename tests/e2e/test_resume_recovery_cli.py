@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +12,7 @@ import pytest
 
 from reverify_assets.defs.assets import merged_rollouts
 from tests.support.cli import (
+    CLI_LIMIT_S,
     MCQA_CONFIG,
     fake_dataset,
     read_jsonl,
@@ -21,12 +21,13 @@ from tests.support.cli import (
     run_against,
     run_args,
     run_with_config,
-    server_children,
     start_reverify,
     url_config,
 )
 from tests.support.fake_verifier import FakeVerifier
 from tests.support.instance import latest_check, latest_materialization, open_instance
+from tests.support.process_tree import ProcessInfo, descendants, kill_all, survivors
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -122,14 +123,13 @@ def test_limit_counts_before_the_resume_filter(tmp_path: Path) -> None:
     assert len(read_jsonl(output)) == 6
 
 
-def _kill_when(output: Path, process: subprocess.Popen, lines: int) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if output.exists() and output.read_bytes().count(b"\n") >= lines:
-            break
-        time.sleep(0.01)
+def _kill_when(output: Path, process: subprocess.Popen, lines: int) -> list[ProcessInfo]:
+    """SIGKILL the run once its output has ``lines`` lines; what it had started, for the caller to check and reap."""
+    wait_for(lambda: output.exists() and output.read_bytes().count(b"\n") >= lines, f"wrote {lines} lines", process)
+    tree = descendants(process.pid)
     process.send_signal(signal.SIGKILL)
-    process.wait(timeout=10)
+    process.wait(timeout=CLI_LIMIT_S)
+    return tree
 
 
 def test_kill_minus_nine_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
@@ -147,7 +147,7 @@ def test_kill_minus_nine_then_resume_equals_an_uninterrupted_run(tmp_path: Path)
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            _kill_when(output, process, kill_at)
+            kill_all(_kill_when(output, process, kill_at))
             content = output.read_bytes()
             assert content.endswith(b"\n"), "a killed run leaves whole lines only"
             assert kill_at <= content.count(b"\n") < 120
@@ -168,14 +168,13 @@ def test_kill_minus_nine_leaves_no_builtin_server_behind(tmp_path: Path) -> None
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    _kill_when(output, process, 1)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        children = [pid for pid in server_children() if _parent_was(pid, process.pid)]
-        if not children:
-            break
-        time.sleep(0.2)
-    assert not children
+    tree = _kill_when(output, process, 1)
+    try:
+        assert any("reverify_assets.servers.child_process" in child.command for child in tree)
+        left = survivors(tree, within=CLI_LIMIT_S)
+    finally:
+        kill_all(tree)
+    assert left == []
 
 
 def test_ctrl_c_stops_a_busy_run_at_once_keeping_whole_lines_and_resume_finishes_it(tmp_path: Path) -> None:
@@ -192,11 +191,9 @@ def test_ctrl_c_stops_a_busy_run_at_once_keeping_whole_lines_and_resume_finishes
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not (output.exists() and output.stat().st_size) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: output.exists() and output.stat().st_size > 0, "wrote a row", process)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=15)
+    _, stderr = process.communicate(timeout=CLI_LIMIT_S)
     assert process.returncode == 130 and "reverify: interrupted" in stderr, stderr
     assert "Traceback" not in stderr, "the interrupt was handled, not logged from inside asyncio"
     content = output.read_bytes()
@@ -205,13 +202,6 @@ def test_ctrl_c_stops_a_busy_run_at_once_keeping_whole_lines_and_resume_finishes
     assert result.returncode == 0, result.stderr
     keys = row_keys(read_jsonl(output))
     assert len(keys) == len(set(keys)) == 32_000
-
-
-def _parent_was(pid: str, parent: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[3] in (str(parent), "1")
-    except FileNotFoundError:
-        return False
 
 
 def judge_outage_run(tmp_path: Path, server: FakeVerifier) -> tuple[Path, Path, Path]:

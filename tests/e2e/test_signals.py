@@ -220,3 +220,27 @@ def test_serve_stops_every_server_within_10_s(tmp_path: Path, signum: signal.Sig
         left, said = _signalled(serve, both_copies, signum, to_group, log)
     assert left == [] and serve.returncode == 0, f"still running after {STOPS_S} s: {left}\n{said}"
     assert "servers stopped" in said and "Traceback" not in said, said
+
+
+def test_sigkill_of_a_parallel_backfill_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """Each worker of ``backfill --parallel`` is busy with a shard, its servers running: the kernel stops it with
+    the CLI (a killed backfill's workers once ran on for 35 minutes)."""
+    project = make_project(tmp_path, tasks=4000)
+    cli = subprocess.Popen(
+        [REVERIFY, "backfill", project.name, "--parallel", "2"],
+        cwd=project.root,
+        env=reverify_env(tmp_path / "home"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    tree: list[ProcessInfo] = []
+    try:
+        assert wait_until(lambda: len(_servers_of(cli)) == 2, timeout=600), "the two workers never started servers"
+        tree = descendants(cli.pid)
+        cli.kill()
+        cli.wait()
+        left = survivors(tree, within=OUTLIVES_S)
+    finally:
+        _reap(cli, tree)
+    assert left == [], f"outlived the CLI by {OUTLIVES_S} s: {left}"

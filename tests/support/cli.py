@@ -11,10 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tests.support.process_tree import run_reaped
+
 if TYPE_CHECKING:
     from tests.support.fake_verifier import FakeVerifier
 
 REVERIFY = str(Path(sys.executable).parent / "reverify")
+# A ceiling for any CLI call in a test, never a measure of speed: CI has been seen 5x slower than a quiet machine.
+CLI_LIMIT_S = 900
 ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = ROOT / "tests" / "data" / "conformance" / "mcqa"
 MCQA_CONFIG = ROOT / "configs" / "mcqa.yaml"
@@ -27,11 +31,9 @@ def reverify_env(home: Path) -> dict[str, str]:
 
 
 def run_reverify(
-    *args: str | Path, home: Path, timeout: float = 120, cwd: Path | None = None
+    *args: str | Path, home: Path, timeout: float = CLI_LIMIT_S, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [REVERIFY, *map(str, args)], capture_output=True, text=True, env=reverify_env(home), timeout=timeout, cwd=cwd
-    )
+    return run_reaped([REVERIFY, *map(str, args)], env=reverify_env(home), timeout=timeout, cwd=cwd)
 
 
 def start_reverify(*args: str | Path, home: Path, **popen: Any) -> subprocess.Popen:
@@ -78,12 +80,6 @@ def run_mcqa(
 ) -> subprocess.CompletedProcess[str]:
     """``reverify run`` with the built-in mcqa server, on the conformance files unless told otherwise."""
     return run_with_config(MCQA_CONFIG, inputs, rollouts, output, *flags, home=home)
-
-
-def server_children() -> list[str]:
-    """Process ids of the built-in servers running on this machine."""
-    found = subprocess.run(["pgrep", "-f", "reverify_assets.servers.child_process"], capture_output=True, text=True)
-    return found.stdout.split()
 
 
 def row_key(row: dict[str, Any]) -> tuple[int, int]:

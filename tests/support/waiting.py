@@ -10,9 +10,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from tests.support.cli import CLI_LIMIT_S
 from tests.support.fake_verifier import FakeVerifier
-
-CLI_LIMIT_S = 600  # generous: the machine may be busy
 
 
 def wait_for(condition: Callable[[], bool], what: str, process: subprocess.Popen) -> None:

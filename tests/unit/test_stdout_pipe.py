@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REVERIFY = str(Path(sys.executable).parent / "reverify")
-MCQA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mcqa.yaml"
+from tests.support.cli import CLI_LIMIT_S, MCQA_CONFIG, REVERIFY
 
 
 @pytest.mark.parametrize(
@@ -26,7 +24,12 @@ MCQA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mcqa.yaml"
 )
 def test_standard_output_closed_is_not_an_error(args: list[str], exit_code: int, said: str, tmp_path: Path) -> None:
     done = subprocess.run(
-        [REVERIFY, *args], stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path, preexec_fn=lambda: os.close(1)
+        [REVERIFY, *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=CLI_LIMIT_S,
+        cwd=tmp_path,
+        preexec_fn=lambda: os.close(1),
     )
     assert done.returncode == exit_code, done.stderr
     assert said in done.stderr
