@@ -164,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stopped. The signal is the cause.
         if (signum := interrupts.received()) is not None:
             return _interrupted(signum)
+        if isinstance(exc, OSError):  # the file system's word (it names the file when it knows it), not a bug
+            print(f"reverify: error: {process_secrets.redact(str(exc))}", file=sys.stderr)
+            return ReverifyError.exit_code
         if not isinstance(exc, ReverifyError):
             raise
         print(f"reverify: error: {process_secrets.redact(str(exc))}", file=sys.stderr)
