@@ -20,13 +20,14 @@ from pathlib import Path
 from reverify_assets.cli.summary import print_coverage
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
+from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
 from reverify_assets.lib.shard_globs import expand_input_glob
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources
 from reverify_assets.pipeline.metrics_step import run_aggregation
-from reverify_assets.pipeline.preparation import load_verifier_setup
+from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards
 
 log = logging.getLogger("reverify")
@@ -48,6 +49,12 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     if output.suffix != ".jsonl":
         raise UsageError(f"--output must name a .jsonl file, got {output}")
     setup = load_verifier_setup([Path(p) for p in args.config], overrides)
+    # The merge replaces --output and the metrics beside it: never under a run still appending to it.
+    with exclusive_output(output):
+        _aggregate(args, setup, output)
+
+
+def _aggregate(args: argparse.Namespace, setup: VerifierSetup, output: Path) -> None:
     merge_shards = setup.config.get("merge_shards", True)
     named = expand_input_glob(args.input_glob)
     # An earlier merge into --output is not a shard of this one, unless it is all the glob names: then it is the
@@ -55,6 +62,7 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     shards = [path for path in named if path.resolve() != output.resolve()]
     in_place = not shards and bool(named)
     if in_place:
+        log.info("reverify: %s is all the glob names: its metrics are computed where it is, the file unchanged", output)
         shards = named
     if not shards:
         raise ReverifyError(f"No shards matched {args.input_glob!r}")

@@ -84,7 +84,15 @@ def backfill(
                 max_workers=parallel, mp_context=spawn, initializer=die_with_parent, initargs=(os.getpid(),)
             )
             with pool:
-                outcomes = list(pool.map(_shard_in_worker, jobs))
+                try:
+                    outcomes = list(pool.map(_shard_in_worker, jobs))
+                except KeyboardInterrupt:
+                    # Leaving the block would wait for every queued shard: those are dropped, and the workers
+                    # (which a SIGTERM of this process alone does not reach) stopped.
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    for worker in multiprocessing.active_children():
+                        worker.terminate()
+                    raise
         else:
             outcomes = [rescore_shard(rescoring, key) for key in todo]
         for key, (_, described) in zip(todo, outcomes, strict=True):

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+from contextlib import ExitStack
 
 from pydantic import ValidationError
 
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import ReverifyError, UsageError, WriteError
 from reverify_assets.lib import prefetch
-from reverify_assets.lib.file_names import RunFiles
+from reverify_assets.lib.file_names import RunFiles, unsafe_path
 from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.resume_cache import max_attempts_from
@@ -95,7 +96,10 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
         log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
     # From before anything starts to the last file written: another run's --overwrite is refused while this one
     # runs, not only while its verify step does.
-    with exclusive_output(options.output):
+    outputs = [options.output, *([unsafe_path(options.output)] if options.force else [])]  # --force: unsafe_ names
+    with ExitStack() as held:
+        for output in outputs:
+            held.enter_context(exclusive_output(output))
         try:
             _start_and_materialize(options, setup)
         except WriteError as exc:

@@ -14,9 +14,11 @@ import os
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.parent_death import die_with_parent
 
 STOP_S = 8.0
 # `dagster dev`'s own exit statuses for a stop: 0 after its clean shutdown, or killed by the Ctrl-C.
@@ -34,7 +36,10 @@ def ui_command(project: Path, port: int) -> None:
     print(f"Dagster UI for DAGSTER_HOME={home}: http://127.0.0.1:{port}", flush=True)
     command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
     # No stdin: a process group other than the terminal's foreground one is stopped if it reads the terminal.
-    dev = subprocess.Popen(command, cwd=project, stdin=subprocess.DEVNULL, process_group=0)
+    # Out of the terminal's group, it would outlive this command killed outright: the kernel then sends it the
+    # Ctrl-C this command would have relayed.
+    dies_with_us = partial(die_with_parent, os.getpid(), signal.SIGINT)
+    dev = subprocess.Popen(command, cwd=project, stdin=subprocess.DEVNULL, process_group=0, preexec_fn=dies_with_us)
     try:
         returncode = dev.wait()
     except KeyboardInterrupt:

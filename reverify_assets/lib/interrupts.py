@@ -1,9 +1,9 @@
-"""Ctrl-C (SIGINT) and SIGTERM: both stop a command as KeyboardInterrupt, and the exit status says which came.
+"""Ctrl-C (SIGINT), SIGTERM and SIGHUP: each stops a command as KeyboardInterrupt, and the exit status says which.
 
-A run stopped either way unwinds the same way (its children stopped, its files whole, its state resumable); the
-status is 128 + the signal's number, as a shell reports a process the signal killed. During a Dagster run,
-Dagster's own handler takes both signals and raises its own exception, which says neither; so every signal Python
-handles is also noted by its C-level handler, which writes the signal's number to a pipe
+A run stopped any of these ways unwinds the same way (its children stopped, its files whole, its state
+resumable); the status is 128 + the signal's number, as a shell reports a process the signal killed. During a
+Dagster run, Dagster's own handler takes SIGINT and SIGTERM and raises its own exception, which says neither;
+so every signal Python handles is also noted by its C-level handler, which writes the signal's number to a pipe
 (``signal.set_wakeup_fd``), read here when the command asks what stopped it.
 """
 
@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP: the terminal closed. Its default would kill the command outright, its children left to themselves.
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _noted: list[int] = []
 _pipe: list[int] = []  # the wakeup pipe's read and write ends, once installed
 

@@ -26,6 +26,11 @@ log = logging.getLogger("reverify")
 _held: dict[Path, int] = {}
 
 
+def lock_file(output: Path) -> Path:
+    """Beside the file the output's name leads to: two names of one file (a symbolic link) share one lock."""
+    return lock_path(Path(os.path.realpath(output)))
+
+
 @contextmanager
 def exclusive_output(output: Path) -> Iterator[None]:
     """Hold the output's lock for the block; a run holding it already is refused at once, naming its PID.
@@ -33,8 +38,8 @@ def exclusive_output(output: Path) -> Iterator[None]:
     The lock file is removed on release, and so is the output's folder if the block made it and left it empty:
     a run that stops at a data error leaves nothing behind.
     """
-    path = lock_path(output)
-    key = path.parent.resolve() / path.name
+    path = lock_file(output)
+    key = path
     if key in _held:
         _held[key] += 1
         try:
@@ -53,7 +58,7 @@ def exclusive_output(output: Path) -> Iterator[None]:
             yield
         finally:
             del _held[key]
-            path.unlink()  # still holding the lock: see _locked
+            path.unlink(missing_ok=True)  # still holding the lock (see _locked); someone may have removed it
     finally:
         os.close(fd)
         if made_folder:

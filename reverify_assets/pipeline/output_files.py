@@ -8,12 +8,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ReverifyError, WriteError
 from reverify_assets.lib.file_collisions import check_no_collision
-from reverify_assets.lib.file_names import RunFiles, lock_path
+from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.lib.output_tail import repair_unterminated_tail
+from reverify_assets.lib.output_lock import lock_file
+from reverify_assets.lib.output_tail import TailRepair, repair_unterminated_tail
 from reverify_assets.lib.result_routing import ORIGINAL_CONFIG
 from reverify_assets.lib.resume_cache import CacheStatus, read_cache
 
@@ -37,23 +38,33 @@ class OutputPolicy:
 def check_sources_kept(inputs: Path, rollouts: Path, output: Path, *, force: bool, append: bool) -> None:
     """Every file the run would create or replace, against every file it reads (whatever the flags: --resume
     appends to the output and sidecar too)."""
-    outputs = {"--output": RunFiles.for_output(output)}
+    written = _written("--output", RunFiles.for_output(output))
     if force:
         unsafe = RunFiles.for_output(output, unsafe=True)
-        outputs[f"--force's {unsafe.output.name}"] = unsafe
-    written: dict[str, Path] = {}
-    for name, files in outputs.items():
-        written |= {
-            name: files.output,
-            f"{name}'s failures sidecar": files.sidecar,
-            f"{name}'s metrics file": files.metrics,
-            f"{name}'s lock file": lock_path(files.output),
-        }
+        written |= _written(f"--force's {unsafe.output.name}", unsafe)
     source_sidecar = "the failures sidecar of --rollouts"
     sources = {"--inputs": inputs, "--rollouts": rollouts, source_sidecar: source_failures_path(rollouts)}
     # Completing the run's own rollouts file in place is the point of --append.
     allowed = [("--output", "--rollouts"), ("--output's failures sidecar", source_sidecar)]
     check_no_collision(written, sources, allowed if append else ())
+
+
+def check_step_sources(files: RunFiles, inputs: Path, responses: Path, policy: OutputPolicy) -> None:
+    """The same check in the verify step, which a run launched from the Dagster UI reaches without the CLI.
+    ``responses``: the rollouts, or in judge recovery the source sidecar, which an --append onto the run's own
+    rollouts file shares with the output."""
+    sources = {"the inputs": inputs, "the rows' source": responses}
+    allowed = [("the output's failures sidecar", "the rows' source")] if policy.append else []
+    check_no_collision(_written("the output", files), sources, allowed)
+
+
+def _written(name: str, files: RunFiles) -> dict[str, Path]:
+    return {
+        name: files.output,
+        f"{name}'s failures sidecar": files.sidecar,
+        f"{name}'s metrics file": files.metrics,
+        f"{name}'s lock file": lock_file(files.output),
+    }
 
 
 def check_fresh_output(files: RunFiles, *, overwrite: bool) -> None:
@@ -137,8 +148,15 @@ def check_resumed_configs(files: RunFiles, cache: CacheStatus, config_hash: str,
 def _repaired_tails(files: RunFiles) -> Iterator[None]:
     """The output and sidecar end in whole lines for the block; if it fails, they are put back as they were: an
     error exit (a refused config, a bad row) must not change what the user has."""
-    repairs = [repair for path in (files.output, files.sidecar) if (repair := repair_unterminated_tail(path))]
+    repairs: list[TailRepair] = []
     try:
+        for path in (files.output, files.sidecar):
+            try:
+                repair = repair_unterminated_tail(path)
+            except OSError as exc:
+                raise WriteError(path, exc) from exc
+            if repair is not None:
+                repairs.append(repair)
         yield
     except BaseException:
         for repair in repairs:

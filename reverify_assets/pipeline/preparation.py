@@ -128,11 +128,11 @@ def rollouts_index_of(
         return scan_keys(path, limit=limit, reject_duplicates=reject_duplicates)
     if columns is None:
 
-        def require_response(entry: JsonlLine, key: RolloutKey) -> None:
+        def has_a_response(entry: JsonlLine, key: RolloutKey) -> None:
             if not has_response(entry.row):
                 raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
-        return scan_keys(path, check=require_response, limit=limit, reject_duplicates=reject_duplicates)
+        return scan_keys(path, check=has_a_response, limit=limit, reject_duplicates=reject_duplicates)
     return key_index_of(path, columns, reject_duplicates=reject_duplicates)
 
 

@@ -24,7 +24,7 @@ from reverify_assets.lib.result_routing import provenance
 from reverify_assets.lib.resume_cache import resume_summary
 from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.lib.verifier_wire import RetryPolicy
-from reverify_assets.pipeline.output_files import OutputPolicy, prepare_output
+from reverify_assets.pipeline.output_files import OutputPolicy, check_step_sources, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
@@ -138,6 +138,7 @@ async def _verify(
         if unsafe:
             log.warning("WARNING: %s Continuing because --force was given.", guard_message(unsafe_servers(modes)))
         files = RunFiles.for_output(step.output, unsafe=unsafe)
+        check_step_sources(files, step.inputs, step.responses, step.policy)
         stack.enter_context(exclusive_output(files.output))
         cache = prepare_output(files, step.policy, setup.config_hash)
         pending = plan

@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+from functools import partial
 from typing import Any
 
 from reverify_assets.lib.parent_death import die_with_parent
@@ -62,7 +63,7 @@ def main() -> int:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=die_with_parent,  # the server dies with the guard
+                preexec_fn=partial(die_with_parent, os.getpid()),  # the server dies with the guard
             )
         except OSError as exc:  # no such Python, no such folder: said where the launcher looks, the log
             log.write(f"cannot run {spec['argv']} in {spec['cwd']}: {exc}\n".encode())

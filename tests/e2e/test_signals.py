@@ -196,6 +196,19 @@ def test_ui_stops_every_process_it_started_within_10_s(tmp_path: Path, signum: s
     assert said.splitlines()[-1].startswith("reverify: interrupted"), said
 
 
+def test_ui_killed_outright_leaves_nothing_running_within_10_s(tmp_path: Path) -> None:
+    """dagster dev runs out of the terminal's group: killed, the CLI relays nothing, so the kernel does."""
+    project, home, port = make_project(tmp_path, tasks=20), tmp_path / "home", free_port()
+
+    def serving() -> bool:
+        return loaded_asset_nodes(f"http://127.0.0.1:{port}") is not None
+
+    with open(tmp_path / "ui.log", "w+") as log:
+        ui = start_ui(project.root, home, port, log)
+        left, said = _signalled(ui, lambda: wait_until(serving, timeout=300, poll_s=1), signal.SIGKILL, False, log)
+    assert left == [], f"still running {STOPS_S} s after the CLI was killed: {left}\n{said}"
+
+
 def _servers_of(serve: subprocess.Popen[str]) -> list[ProcessInfo]:
     return [process for process in descendants(serve.pid) if "reverify_assets.servers.child_process" in process.command]
 
@@ -222,25 +235,30 @@ def test_serve_stops_every_server_within_10_s(tmp_path: Path, signum: signal.Sig
     assert "servers stopped" in said and "Traceback" not in said, said
 
 
-def test_sigkill_of_a_parallel_backfill_leaves_no_worker_behind(tmp_path: Path) -> None:
-    """Each worker of ``backfill --parallel`` is busy with a shard, its servers running: the kernel stops it with
-    the CLI (a killed backfill's workers once ran on for 35 minutes)."""
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_parallel_backfill_stopped_leaves_no_worker_behind(tmp_path: Path, signum: signal.Signals) -> None:
+    """Each worker of ``backfill --parallel`` is busy with a shard, its servers running: killed, the kernel stops
+    them with the CLI (a killed backfill's workers once ran on for 35 minutes); sent SIGTERM (to the CLI alone,
+    which the workers do not get), the CLI stops them and runs none of the shards still queued."""
     project = make_project(tmp_path, tasks=4000)
     cli = subprocess.Popen(
         [REVERIFY, "backfill", project.name, "--parallel", "2"],
         cwd=project.root,
         env=reverify_env(tmp_path / "home"),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
     tree: list[ProcessInfo] = []
     try:
         assert wait_until(lambda: len(_servers_of(cli)) == 2, timeout=600), "the two workers never started servers"
         tree = descendants(cli.pid)
-        cli.kill()
-        cli.wait()
+        cli.send_signal(signum)
+        _, stderr = cli.communicate(timeout=600)
         left = survivors(tree, within=OUTLIVES_S)
     finally:
         _reap(cli, tree)
     assert left == [], f"outlived the CLI by {OUTLIVES_S} s: {left}"
+    if signum == signal.SIGTERM:
+        assert cli.returncode == 128 + signum and "Traceback" not in stderr, stderr

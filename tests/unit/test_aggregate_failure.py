@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reverify_assets.lib import process_secrets
 from reverify_assets.lib.positional_reader import PositionalReader
 from reverify_assets.lib.shard_globs import expand_input_glob
 from reverify_assets.pipeline.unfinished_metrics import finish_command, unfinished_metrics_message
@@ -90,3 +91,12 @@ def test_the_message_names_the_files_and_ends_with_the_command() -> None:
         "reverify aggregate ..."
     )
     assert "\n" not in message
+
+
+def test_an_override_holding_a_secret_is_left_out_of_the_finishing_command() -> None:
+    key = "sk-test-0123456789abcdefghij"
+    process_secrets.remember([key])
+    overrides = ["++judge.resources_servers.j.grading=strict", f"++judge.resources_servers.j.openai_api_key={key}"]
+    command = finish_command(["c.yaml"], overrides, Path("/out/o.jsonl"), allow_mixed_configs=False)
+    assert key[:8] not in command and "++judge.resources_servers.j.grading=strict" in command
+    assert command.endswith("(and the run's overrides that hold a secret, left out here)")

@@ -13,6 +13,7 @@ import pytest
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import lock_path
 from reverify_assets.lib.output_lock import exclusive_output
+from tests.support.cli import MCQA_CONFIG, run_reverify
 from tests.support.small_disk import mounted_tmpfs
 
 HOLD = """
@@ -77,3 +78,35 @@ def test_a_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
         with pytest.raises(ReverifyError, match=r"cannot write the output's folder .*ro: Read-only file system"):
             with exclusive_output(folder / "o.jsonl"):
                 pass
+
+
+def test_two_names_of_one_file_share_its_lock(tmp_path: Path) -> None:
+    real = tmp_path / "real" / "o.jsonl"
+    real.parent.mkdir()
+    real.write_text("")
+    alias = tmp_path / "alias.jsonl"
+    alias.symlink_to(real)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(real)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(ReverifyError, match=rf"another run with PID {holder.pid} is writing"):
+            with exclusive_output(alias):
+                pass
+    finally:
+        holder.communicate("", timeout=120)
+
+
+def test_aggregate_is_refused_while_a_run_writes_its_output(tmp_path: Path) -> None:
+    output = tmp_path / "o.jsonl"
+    output.write_text("")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        done = run_reverify("aggregate", "--config", MCQA_CONFIG, "-i", output, "-o", output, home=tmp_path / "h")
+    finally:
+        holder.communicate("", timeout=120)
+    assert done.returncode == 1 and f"another run with PID {holder.pid} is writing" in done.stderr, done.stderr

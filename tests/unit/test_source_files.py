@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.jsonl import iter_jsonl, read_row_at
 from reverify_assets.lib.source_files import check_source_file
-from reverify_assets.pipeline.output_files import check_sources_kept
+from reverify_assets.pipeline.output_files import OutputPolicy, check_sources_kept, check_step_sources
 from reverify_assets.pipeline.row_source import PairReader
 
 
@@ -128,3 +129,25 @@ def test_an_io_error_while_reading_rows_names_the_file(tmp_path: Path) -> None:
     for inputs, rollouts in ((UNREADABLE, good), (good, UNREADABLE)):
         with PairReader(inputs, rollouts) as pairs, pytest.raises(ReverifyError, match="cannot read /proc/self/mem"):
             pairs.read_lines((0, 1), (0, 1))
+
+
+@pytest.mark.parametrize(
+    ("output", "append", "message"),
+    [
+        ("o.jsonl", False, None),
+        ("r_failures.jsonl", False, r"the output .*r_failures.jsonl is the same file as the rows' source"),
+        ("r_failures.jsonl", True, r"the output .*r_failures.jsonl is the same file as the rows' source"),
+        ("r.jsonl", True, None),  # recovery onto the run's own rollouts: its sidecar is the rows' source
+        ("r.jsonl", False, r"the output's failures sidecar .* is the same file as the rows' source"),
+    ],
+)
+def test_the_verify_step_checks_its_sources_too(tmp_path: Path, output: str, append: bool, message: str | None) -> None:
+    """What a run launched from the Dagster UI meets, without the CLI's checks: here a judge recovery's."""
+    inputs, failures = regular(tmp_path / "i.jsonl"), regular(tmp_path / "r_failures.jsonl")
+    files = RunFiles.for_output(tmp_path / output)
+    policy = OutputPolicy(append=append)
+    if message is None:
+        check_step_sources(files, inputs, failures, policy)
+    else:
+        with pytest.raises(ReverifyError, match=message):
+            check_step_sources(files, inputs, failures, policy)
