@@ -6,6 +6,8 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,18 +28,26 @@ with exclusive_output(Path(sys.argv[1])):
 """
 
 
-def test_a_second_process_is_refused_naming_the_holders_pid(tmp_path: Path) -> None:
-    output = tmp_path / "o.jsonl"
+@contextmanager
+def held_elsewhere(output: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding ``output``'s lock for the block."""
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        if holder.poll() is None:
+            holder.communicate("", timeout=120)
+
+
+def test_a_second_process_is_refused_naming_the_holders_pid(tmp_path: Path) -> None:
+    output = tmp_path / "o.jsonl"
+    with held_elsewhere(output) as holder:
         with pytest.raises(ReverifyError, match=rf"another run with PID {holder.pid} is writing .*o.jsonl"):
             with exclusive_output(output):
                 pass
-    finally:
-        holder.communicate("", timeout=120)
     with exclusive_output(output):  # released when the holder ends
         assert lock_path(output).read_text() == f"{os.getpid()}\n"
     assert not lock_path(output).exists()  # released on purpose: nothing for the next run to take over
@@ -45,10 +55,9 @@ def test_a_second_process_is_refused_naming_the_holders_pid(tmp_path: Path) -> N
 
 def test_the_lock_of_a_dead_run_is_taken_over_with_a_notice(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     output = tmp_path / "o.jsonl"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
-    holder.kill()
-    holder.wait(timeout=120)
+    with held_elsewhere(output) as holder:
+        holder.kill()
+        holder.wait(timeout=120)
     with caplog.at_level(logging.WARNING, logger="reverify"), exclusive_output(output):
         pass
     assert f"taking over {lock_path(output)}, left by PID {holder.pid}, which is no longer running" in caplog.text
@@ -86,27 +95,15 @@ def test_two_names_of_one_file_share_its_lock(tmp_path: Path) -> None:
     real.write_text("")
     alias = tmp_path / "alias.jsonl"
     alias.symlink_to(real)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(real)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with held_elsewhere(real) as holder:
         with pytest.raises(ReverifyError, match=rf"another run with PID {holder.pid} is writing"):
             with exclusive_output(alias):
                 pass
-    finally:
-        holder.communicate("", timeout=120)
 
 
 def test_aggregate_is_refused_while_a_run_writes_its_output(tmp_path: Path) -> None:
     output = tmp_path / "o.jsonl"
     output.write_text("")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with held_elsewhere(output) as holder:
         done = run_reverify("aggregate", "--config", MCQA_CONFIG, "-i", output, "-o", output, home=tmp_path / "h")
-    finally:
-        holder.communicate("", timeout=120)
     assert done.returncode == 1 and f"another run with PID {holder.pid} is writing" in done.stderr, done.stderr
