@@ -18,6 +18,7 @@ from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
 from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
 from reverify_assets.defs.run_storage import RunScopedIOManager
+from reverify_assets.lib import interrupts
 from reverify_assets.lib.parent_death import die_with_parent
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
@@ -133,16 +134,19 @@ def _materialize(
     """One in-process run on the CLI's instance; a failure is in the result, for the caller to describe."""
     with _instance() as instance:
         capture_deaf_to_ctrl_c(instance)
-        return dg.materialize(
-            assets,
-            instance=instance,
-            partition_key=partition_key,
-            selection=selection,
-            resources={"io_manager": RunScopedIOManager()},
-            run_config=QUIET_RUN_CONFIG,
-            raise_on_error=False,
-            tags=tags,
-        )
+        try:
+            return dg.materialize(
+                assets,
+                instance=instance,
+                partition_key=partition_key,
+                selection=selection,
+                resources={"io_manager": RunScopedIOManager()},
+                run_config=QUIET_RUN_CONFIG,
+                raise_on_error=False,
+                tags=tags,
+            )
+        finally:
+            interrupts.reinstate()
 
 
 def _launch_delay(position: int, parallel: int) -> float:

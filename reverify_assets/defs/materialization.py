@@ -15,6 +15,7 @@ from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import interrupts
 
 # Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead.
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -96,6 +97,8 @@ def materialize_rescoring(
             raise _user_error(exc) from exc
         except dg.DagsterExecutionInterruptedError as exc:  # Ctrl-C, as Dagster raises it inside a step
             raise KeyboardInterrupt from exc
+        finally:
+            interrupts.reinstate()
     metadata = {
         event.asset_key.to_user_string(): {
             name: getattr(value, "value", value) for name, value in event.materialization.metadata.items()

@@ -19,6 +19,7 @@ from types import FrameType
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _noted: list[int] = []
 _pipe: list[int] = []  # the wakeup pipe's read and write ends, once installed
+_handled: list[int] = []  # the signals install() took
 
 
 def install() -> None:
@@ -29,9 +30,15 @@ def install() -> None:
         for end in _pipe:
             os.set_blocking(end, False)  # the C handler must never wait on a full pipe; it drops the byte instead
     watch_again()
-    for signum in INTERRUPTS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, _interrupt)
+    _handled[:] = [signum for signum in INTERRUPTS if signal.getsignal(signum) is not signal.SIG_IGN]
+    reinstate()
+
+
+def reinstate() -> None:
+    """Our handlers again, after an in-process Dagster run: when one ends, Dagster sets SIGTERM to SIGINT's handler,
+    which in a shell's background job is 'ignored' (a backfill then ignored SIGTERM from its second shard on)."""
+    for signum in _handled:
+        signal.signal(signum, _interrupt)
 
 
 def ignore() -> None:

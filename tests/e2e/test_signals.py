@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -33,15 +33,6 @@ ROWS = TASKS * ROLLOUTS_PER_TASK
 # How long a child may outlive the CLI, and `reverify ui` or `serve` take to stop everything they started.
 OUTLIVES_S = 2.0
 STOPS_S = 10.0
-
-
-@pytest.fixture(autouse=True)
-def ctrl_c_not_ignored() -> Iterator[None]:
-    """The commands start with Ctrl-C handled, as a terminal's foreground job does, even if these tests run in a
-    shell's background, whose jobs inherit it ignored (and keep ignoring it, as they should)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a handler is reset to the default by exec
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="module")

@@ -113,3 +113,32 @@ def test_an_unexpected_error_without_a_signal_is_not_hidden(monkeypatch: pytest.
     monkeypatch.setattr(interrupts, "received", lambda: None)
     with pytest.raises(RuntimeError, match="a bug"):
         cli.main(["serve", "--config", "x.yaml"])
+
+
+def test_sigterm_is_ours_again_after_an_in_process_dagster_run_in_a_background_job() -> None:
+    script = textwrap.dedent(
+        """
+        import os, signal
+        import dagster as dg
+        from reverify_assets.lib import interrupts
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a shell's background job
+        interrupts.install()
+
+        @dg.asset
+        def nothing() -> None:
+            pass
+
+        try:
+            dg.materialize([nothing], instance=dg.DagsterInstance.ephemeral())
+        finally:
+            interrupts.reinstate()
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except KeyboardInterrupt:
+            print("interrupted by", interrupts.received())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_environment())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"interrupted by {int(signal.SIGTERM)}\n"
