@@ -41,24 +41,31 @@ def test_a_signal_another_handler_took_is_still_known() -> None:
     assert done.stdout == f"{int(signal.SIGTERM)}\n"
 
 
-def test_sigterm_raises_keyboard_interrupt_once_installed_and_an_ignored_ctrl_c_stays_ignored() -> None:
-    script = textwrap.dedent(
-        """
-        import os, signal
-        from reverify_assets.lib import interrupts
+IN_A_BACKGROUND_JOB = """
+import os, signal
+from reverify_assets.lib import interrupts
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a shell's background job
-        interrupts.install()
-        os.kill(os.getpid(), signal.SIGINT)
-        try:
-            os.kill(os.getpid(), signal.SIGTERM)
-        except KeyboardInterrupt:
-            print("interrupted by", interrupts.received())
-        """
-    )
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a shell's background job
+interrupts.install()
+"""
+SIGTERM_NOW = """
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+except KeyboardInterrupt:
+    print("interrupted by", interrupts.received())
+"""
+
+
+def _interrupted_by_sigterm(meanwhile: str) -> None:
+    """A background job's process: ``meanwhile``, then a SIGTERM, which must come out as KeyboardInterrupt."""
+    script = IN_A_BACKGROUND_JOB + textwrap.dedent(meanwhile) + SIGTERM_NOW
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_environment())
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"interrupted by {int(signal.SIGTERM)}\n"
+
+
+def test_sigterm_raises_keyboard_interrupt_once_installed_and_an_ignored_ctrl_c_stays_ignored() -> None:
+    _interrupted_by_sigterm("os.kill(os.getpid(), signal.SIGINT)\n")
 
 
 def test_children_started_meanwhile_ignore_ctrl_c_and_this_process_still_gets_it() -> None:
@@ -116,14 +123,9 @@ def test_an_unexpected_error_without_a_signal_is_not_hidden(monkeypatch: pytest.
 
 
 def test_sigterm_is_ours_again_after_an_in_process_dagster_run_in_a_background_job() -> None:
-    script = textwrap.dedent(
+    _interrupted_by_sigterm(
         """
-        import os, signal
         import dagster as dg
-        from reverify_assets.lib import interrupts
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a shell's background job
-        interrupts.install()
 
         @dg.asset
         def nothing() -> None:
@@ -133,12 +135,5 @@ def test_sigterm_is_ours_again_after_an_in_process_dagster_run_in_a_background_j
             dg.materialize([nothing], instance=dg.DagsterInstance.ephemeral())
         finally:
             interrupts.reinstate()
-        try:
-            os.kill(os.getpid(), signal.SIGTERM)
-        except KeyboardInterrupt:
-            print("interrupted by", interrupts.received())
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_environment())
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == f"interrupted by {int(signal.SIGTERM)}\n"
