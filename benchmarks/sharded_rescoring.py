@@ -7,8 +7,8 @@ around it with one rescoring (`configs/mcqa.yaml`, the built-in mcqa server, `le
 a. a fresh project folder (so a fresh output dir and index cache) and a fresh DAGSTER_HOME;
 b. `reverify shards <name>` then `reverify backfill <name> --parallel P`, both timed from outside;
 c. the run records and step events read back from that Dagster instance: the span of the shard runs, the
-   aggregate run, and per shard the run duration, the `<name>__shard_payloads` and `<name>__reverify_shard`
-   step durations and what Dagster itself adds around them (run duration - sum of step durations).
+   aggregate run, and per shard the run duration, the `<name>__rescore_shard` step's (the shard's plan and
+   its verification) and what Dagster itself adds around it (run duration - step duration).
 
 Then one unsharded `reverify run` over the same files (its own DAGSTER_HOME) for comparison, and a check that
 every level's `<output_dir>/<config hash>/merged.jsonl` has the same rows and rewards by key as it.
@@ -59,10 +59,9 @@ REPO = Path(__file__).resolve().parents[1]
 NAME = "bench"
 SEED = 1
 LENIENT = "++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"
-PAYLOADS_STEP = f"{NAME}__shard_payloads"
-VERIFY_STEP = f"{NAME}__reverify_shard"
+VERIFY_STEP = f"{NAME}__rescore_shard"
 REVERIFIED_ASSET = dg.AssetKey([NAME, "reverified_shard"])
-PARTITION_TAG = "dagster/partition"
+PARTITION_TAG = "dagster/partition/shard"
 DATA_MARKER = "sharded_rescoring_data.json"
 
 Key = tuple[int, int]
@@ -194,11 +193,6 @@ class ShardRun:
         """What Dagster spends in the run outside every step (run start/end events, planning, storage writes)."""
         return self.run_s - self.steps_s
 
-    @property
-    def beyond_verify_s(self) -> float | None:
-        verify = self.step_s(VERIFY_STEP)
-        return None if verify is None else self.run_s - verify
-
 
 @dataclass(frozen=True)
 class Runs:
@@ -328,18 +322,16 @@ def print_level(level: Level, total_rows: int) -> None:
     ]  # fmt: skip
     print_table(table)
     print()
-    print("| shard | rows | run | shard_payloads step | verify step | run - all steps | run - verify step |")
-    print("|-------|------|-----|---------------------|-------------|-----------------|-------------------|")
+    print("| shard | rows | run | plan + verify step | run - step |")
+    print("|-------|------|-----|--------------------|------------|")
     for run in shards:
         print(
             f"| {run.shard} | {run.rows if run.rows is not None else '?'} | {seconds(run.run_s)} | "
-            f"{seconds(run.step_s(PAYLOADS_STEP))} | {seconds(run.step_s(VERIFY_STEP))} | "
-            f"{seconds(run.overhead_s)} | {seconds(run.beyond_verify_s)} |"
+            f"{seconds(run.step_s(VERIFY_STEP))} | {seconds(run.overhead_s)} |"
         )
     print(
         f"| **median / max** | | {spread([r.run_s for r in shards])} | "
-        f"{spread([r.step_s(PAYLOADS_STEP) for r in shards])} | {spread([r.step_s(VERIFY_STEP) for r in shards])} | "
-        f"{spread([r.overhead_s for r in shards])} | {spread([r.beyond_verify_s for r in shards])} |"
+        f"{spread([r.step_s(VERIFY_STEP) for r in shards])} | {spread([r.overhead_s for r in shards])} |"
     )
 
 

@@ -44,13 +44,13 @@ def register_shards(rescoring: RescoringDefs) -> list[str]:
 
 
 def current_status(rescoring: RescoringDefs, instance: dg.DagsterInstance) -> ShardStatus:
-    return shard_status(instance, rescoring.reverified_key, rescoring.shards, rescoring.setup.config_hash)
+    return shard_status(instance, rescoring.reverified_key, rescoring.shard_partitions, rescoring.setup.config_hash)
 
 
 def print_status(rescoring: RescoringDefs) -> None:
     with _instance() as instance:
         status = current_status(rescoring, instance)
-    print(f"{rescoring.label}: {len(status.registered)} shards, verifier config {status.code_version}")
+    print(f"{rescoring.label}: {len(status.registered)} shards, verifier config {status.config_hash}")
     print("  " + ", ".join(f"{state.value} {len(status.by_state[state])}" for state in ShardState))
     for state in (ShardState.STALE, ShardState.FAILED, ShardState.MISSING, ShardState.RUNNING):
         if status.by_state[state]:
@@ -119,7 +119,10 @@ def compare_variants(comparison: ComparisonDefs) -> str:
 def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
     """(whether the shard's results were materialized, a line saying what happened)."""
     result = _materialize(
-        rescoring.assets, rescoring.shard_asset_keys, partition_key=key, tags={RESCORING_TAG: rescoring.label}
+        rescoring.assets,
+        rescoring.shard_asset_keys,
+        partition_key=rescoring.partition_key(key),
+        tags={RESCORING_TAG: rescoring.label},
     )
     return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
 

@@ -28,7 +28,7 @@ from reverify_assets.defs.handles import (
     content_version,
     work_dir,
 )
-from reverify_assets.defs.metadata import aggregate_metadata, sidecar_metadata, verification_metadata
+from reverify_assets.defs.metadata import aggregate_metadata, figure, sidecar_metadata, verification_metadata
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.atomic_files import write_parquet_atomic
@@ -42,8 +42,7 @@ from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shar
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
-from reverify_assets.pipeline.output_flips import tally_output_flips
-from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
+from reverify_assets.pipeline.output_summary import summarize_output
 from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, rollouts_scan_limit
 from reverify_assets.pipeline.shard_merge import index_shards
 from reverify_assets.pipeline.startup_prefetch import (
@@ -56,6 +55,7 @@ from reverify_assets.pipeline.startup_prefetch import (
 from reverify_assets.pipeline.unfinished_metrics import finish_command, unfinished_metrics_message
 from reverify_assets.pipeline.verification import run_verification
 from reverify_assets.pipeline.verify_loop import VerifyStats
+from reverify_assets.pipeline.whole_output import whole_output
 from reverify_assets.verifier.client import AggregateMetricsFailed
 
 RESCORING = "reverify"
@@ -155,22 +155,16 @@ def _verify(
     stats, files, config_hash = result.stats, result.files, payloads.config_hash
     rows_name, failures_name = names
     # A run that added to an earlier output reports the whole file, not only what it wrote.
-    whole: OutputSummary | None = None
-    flips = stats.stored_flips if against_stored else None
-    if against_stored and result.skipped:  # the loop did not see the rows earlier runs wrote: one pass for both
-        whole = OutputSummary()
-        flips = tally_output_flips(files.output, plan, step.responses, whole)
-    elif result.skipped or not step.policy.is_fresh:
-        whole = summarize_output(files.output)
+    whole = whole_output(result, plan, step, against_stored=against_stored)
     yield dg.Output(
         OutputHandle(
             path=str(files.output),
-            rows=whole.rows if whole else stats.to_output,
+            rows=whole.rows(result),
             config_hash=config_hash,
             written_this_run=stats.to_output,
         ),
         output_name=rows_name,
-        metadata=verification_metadata(files.output, result, config_hash, whole, flips),
+        metadata=verification_metadata(files.output, result, config_hash, whole.summary, whole.flips),
         data_version=content_version(files.output),
     )
     yield dg.Output(
@@ -318,7 +312,7 @@ def merged_rollouts(
         "verifier config hash": recovered_rows.config_hash,
     }
     if summary.mean_reward is not None:
-        metadata["mean reward"] = dg.MetadataValue.float(summary.mean_reward)
+        metadata["mean reward"] = figure(summary.mean_reward)
     yield dg.Output(
         OutputHandle(path=str(output), rows=summary.rows, config_hash=recovered_rows.config_hash),
         metadata=metadata,

@@ -9,7 +9,7 @@ import dagster as dg
 import orjson
 from dagster._utils.error import SerializableErrorInfo
 
-from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
+from reverify_assets.defs.rescoring_defs import RESCORING_TAG, SHARD_TAG, RescoringDefs
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, shard_status
 
@@ -35,7 +35,7 @@ def new_rollouts_sensor(variants: Sequence[RescoringDefs], *, interval_s: int = 
         return dg.SensorResult(
             run_requests=[
                 dg.RunRequest(
-                    partition_key=key,
+                    partition_key=variant.partition_key(key),
                     job_name=variant.shard_job.name,
                     run_key=f"{variant.label}:{key}:{variant.setup.config_hash}",
                 )
@@ -67,11 +67,18 @@ def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
         description="Re-scores the shards a verifier change made stale and new shards, then the aggregate.",
     )
     def schedule(context: dg.ScheduleEvaluationContext) -> Sequence[dg.RunRequest] | dg.SkipReason:
-        status = shard_status(context.instance, rescoring.reverified_key, rescoring.shards, rescoring.setup.config_hash)
+        status = shard_status(
+            context.instance, rescoring.reverified_key, rescoring.shard_partitions, rescoring.setup.config_hash
+        )
         todo = status.needing_work(ShardState.STALE, ShardState.MISSING)
         tick = int(context.scheduled_execution_time.timestamp()) if context.scheduled_execution_time else 0
         if todo:
-            return [dg.RunRequest(partition_key=key, run_key=f"{key}:{tick}") for key in todo]
+            return [
+                dg.RunRequest(
+                    partition_key=rescoring.partition_key(key), run_key=f"{key}:{rescoring.setup.config_hash}:{tick}"
+                )
+                for key in todo
+            ]
         if status.registered and not status.by_state[ShardState.RUNNING]:
             return [dg.RunRequest(run_key=f"aggregate:{tick}", job_name=rescoring.aggregate_job.name)]
         return dg.SkipReason("no shard needs work")
@@ -90,7 +97,7 @@ def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefini
     )
     def sensor(context: dg.RunFailureSensorContext) -> None:
         run = context.dagster_run
-        shard = run.tags.get("dagster/partition")
+        shard = run.tags.get(SHARD_TAG)
         # Shard runs carry the rescoring's name, whether the daemon or `reverify backfill` launched them.
         rescoring = by_label.get(run.tags.get(RESCORING_TAG, ""))
         if shard is None or rescoring is None:

@@ -11,6 +11,7 @@ import dagster as dg
 
 from reverify_assets.compare.delta_plot import task_delta_histogram
 from reverify_assets.compare.markdown import render_headline
+from reverify_assets.defs.metadata import figure, p_value
 from reverify_assets.rescoring.variant_comparison import PairComparison
 
 
@@ -37,18 +38,18 @@ def pair_metadata(comparison: PairComparison) -> dict[str, Any]:
         values |= {
             "pass→fail": binary.table.pass_to_fail,
             "fail→pass": binary.table.fail_to_pass,
-            "flip rate": dg.MetadataValue.float(binary.flip_rate),
+            "flip rate": figure(binary.flip_rate),
             "net change": binary.net_change,
-            "McNemar p": dg.MetadataValue.float(binary.mcnemar_p),
+            "McNemar p": p_value(binary.mcnemar_p),
         }
         if binary.kappa.value is not None:
-            values["Cohen's κ"] = dg.MetadataValue.float(binary.kappa.value)
+            values["Cohen's κ"] = figure(binary.kappa.value)
     if figures.delta is not None:
         delta = figures.delta
         values |= {
-            "mean Δ": dg.MetadataValue.float(delta.mean_delta),
-            "mean Δ 95 % low": dg.MetadataValue.float(delta.interval.low),
-            "mean Δ 95 % high": dg.MetadataValue.float(delta.interval.high),
+            "mean Δ": figure(delta.mean_delta),
+            "mean Δ 95 % low": figure(delta.interval.low),
+            "mean Δ 95 % high": figure(delta.interval.high),
         }
     metadata = {f"{title}: {name}": value for name, value in values.items()}
     png = task_delta_histogram(comparison.task_deltas, title=f"per-task mean reward change, {title}")

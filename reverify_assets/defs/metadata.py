@@ -20,6 +20,16 @@ from reverify_assets.pipeline.verification import VerificationResult
 from reverify_assets.pipeline.verify_loop import VerifyStats
 
 
+def figure(value: float, decimals: int = 4) -> dg.FloatMetadataValue:
+    """A mean, rate or change as a person reads it: the UI shows every digit a float has."""
+    return dg.MetadataValue.float(round(value, decimals))
+
+
+def p_value(value: float) -> dg.FloatMetadataValue:
+    """Three significant figures: a p-value's digits beyond them mean nothing."""
+    return dg.MetadataValue.float(float(f"{value:.3g}"))
+
+
 def verification_metadata(
     output: Path,
     result: VerificationResult,
@@ -44,7 +54,7 @@ def verification_metadata(
     }
     mean = whole.mean_reward if whole else stats.mean_reward
     if mean is not None:
-        metadata["mean reward"] = dg.MetadataValue.float(mean)
+        metadata["mean reward"] = figure(mean)
     if whole is not None:
         metadata["rows by verifier config"] = dg.MetadataValue.json(dict(whole.rows_by_config))
     if flips is not None:
@@ -62,12 +72,12 @@ def stored_flips_metadata(flips: StoredRewardFlips) -> dict[str, Any]:
         "rows compared with original": flips.compared,
     }
     if flips.mean_stored is not None and flips.mean_delta is not None:
-        metadata["original mean reward"] = dg.MetadataValue.float(flips.mean_stored)
-        metadata["mean reward change"] = dg.MetadataValue.float(flips.mean_delta)
+        metadata["original mean reward"] = figure(flips.mean_stored)
+        metadata["mean reward change"] = figure(flips.mean_delta)
     if flips.flip_rate is not None:
         metadata["pass→fail vs original"] = flips.pass_to_fail
         metadata["fail→pass vs original"] = flips.fail_to_pass
-        metadata["flip rate vs original"] = dg.MetadataValue.float(flips.flip_rate)
+        metadata["flip rate vs original"] = figure(flips.flip_rate)
     return metadata
 
 
@@ -158,5 +168,5 @@ def aggregate_metadata(path: Path, entries: list[dict[str, Any]], config_hash: s
     if len(entries) == 1:
         for metric, value in entries[0].get("key_metrics", {}).items():
             if isinstance(value, int | float):
-                metadata[metric] = dg.MetadataValue.float(float(value))
+                metadata[metric] = figure(float(value))
     return metadata

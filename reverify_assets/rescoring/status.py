@@ -1,8 +1,9 @@
 """Where each shard of a rescoring stands, from three batched instance queries (never one per shard).
 
-A shard is *materialized* when its latest materialization was made by the current verifier config,
-*stale* when it was made by another one, *failed* when its latest attempt failed, *running* when a
-run holds it, and *missing* when it was never materialized.
+A shard's results are partitioned by verifier config (see ``defs.rescoring_defs``). A shard is
+*materialized* when it has results of the current verifier config, *stale* when it has results of another
+config only, *failed* when its latest attempt under the current config failed, *running* when a run holds
+it, and *missing* when no config ever scored it.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import dagster as dg
-from dagster._core.definitions.data_version import CODE_VERSION_TAG
-from dagster._core.events import DagsterEventType
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 
@@ -28,54 +27,59 @@ class ShardState(StrEnum):
 class ShardStatus:
     registered: list[str]
     by_state: dict[ShardState, list[str]] = field(default_factory=lambda: {state: [] for state in ShardState})
-    code_version: str = ""
+    config_hash: str = ""
 
     def needing_work(self, *states: ShardState) -> list[str]:
         wanted = set(states)
         return [key for key in self.registered if any(key in self.by_state[s] for s in wanted)]
 
 
+@dataclass(frozen=True)
+class ShardPartitions:
+    """The partitions of a rescoring's shard assets: registered shards × verifier configs."""
+
+    shards: dg.DynamicPartitionsDefinition
+    partitions: dg.MultiPartitionsDefinition
+    shard_dimension: str
+    config_dimension: str
+
+    def key(self, shard: str, config_hash: str) -> str:
+        return dg.MultiPartitionKey({self.shard_dimension: shard, self.config_dimension: config_hash})
+
+    def split(self, key: str) -> tuple[str, str] | None:
+        """(shard, config hash) of a partition key; None for a key of another shape (of an older layout)."""
+        parts = key.split("|")
+        if len(parts) != 2:
+            return None
+        by_dimension = dict(zip(sorted((self.shard_dimension, self.config_dimension)), parts, strict=True))
+        return by_dimension[self.shard_dimension], by_dimension[self.config_dimension]
+
+
 def shard_status(
-    instance: dg.DagsterInstance,
-    asset_key: dg.AssetKey,
-    partitions_def: dg.DynamicPartitionsDefinition,
-    code_version: str,
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partitions: ShardPartitions, config_hash: str
 ) -> ShardStatus:
-    assert partitions_def.name is not None
-    registered = list(instance.get_dynamic_partitions(partitions_def.name))
-    status = ShardStatus(registered, code_version=code_version)
+    assert partitions.shards.name is not None
+    registered = list(instance.get_dynamic_partitions(partitions.shards.name))
+    status = ShardStatus(registered, config_hash=config_hash)
     if not registered:
         return status
-    versions = _latest_code_versions(instance, asset_key, registered)
-    attempts = instance.get_status_by_partition(asset_key, registered, partitions_def) or {}
-    for key in registered:
-        status.by_state[_state(attempts.get(key), versions.get(key), code_version)].append(key)
+    current = {shard: partitions.key(shard, config_hash) for shard in registered}
+    attempts = instance.get_status_by_partition(asset_key, list(current.values()), partitions.partitions) or {}
+    scored_by: dict[str, set[str]] = {}
+    for key in instance.get_materialized_partitions(asset_key):
+        if (parts := partitions.split(key)) is not None:
+            scored_by.setdefault(parts[0], set()).add(parts[1])
+    for shard in registered:
+        state = shard_state(attempts.get(current[shard]), scored_by.get(shard, set()), config_hash)
+        status.by_state[state].append(shard)
     return status
 
 
-def _latest_code_versions(instance: dg.DagsterInstance, asset_key: dg.AssetKey, shards: list[str]) -> dict[str, str]:
-    """The code version of each shard's latest materialization: one query for the ids, one for the records."""
-    latest = instance.event_log_storage.get_latest_storage_id_by_partition(
-        asset_key, DagsterEventType.ASSET_MATERIALIZATION, set(shards)
-    )
-    if not latest:
-        return {}
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, storage_ids=list(latest.values())), limit=len(latest)
-    ).records
-    versions = {}
-    for record in records:
-        materialization = record.asset_materialization
-        if materialization is not None and materialization.partition is not None:
-            versions[materialization.partition] = (materialization.tags or {}).get(CODE_VERSION_TAG, "")
-    return versions
-
-
-def _state(attempt: AssetPartitionStatus | None, made_by: str | None, current: str) -> ShardState:
+def shard_state(attempt: AssetPartitionStatus | None, configs: set[str], current: str) -> ShardState:
     if attempt is AssetPartitionStatus.FAILED:
         return ShardState.FAILED
     if attempt is AssetPartitionStatus.IN_PROGRESS:
         return ShardState.RUNNING
-    if made_by is None:
-        return ShardState.MISSING
-    return ShardState.MATERIALIZED if made_by == current else ShardState.STALE
+    if current in configs or attempt is AssetPartitionStatus.MATERIALIZED:
+        return ShardState.MATERIALIZED
+    return ShardState.STALE if configs else ShardState.MISSING

@@ -30,9 +30,9 @@ NAME = "scaleout"
 OVERRIDE = "++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"
 TASKS, ROLLOUTS_PER_TASK, SHARD_TASKS = 40, 4, 10
 SHARDS = [f"main.s{n:05d}" for n in range(TASKS // SHARD_TASKS)]
-# The verify step's key ends with the multi_asset's op name (today bare `reverify_shard`; a per-rescoring
+# The verify step's key ends with the multi_asset's op name (today bare `rescore_shard`; a per-rescoring
 # prefix, which two rescorings in one project need, keeps matching).
-VERIFY_STEP_LIKE = "%reverify_shard"
+VERIFY_STEP_LIKE = "%rescore_shard"
 
 
 def in_ci() -> bool:
@@ -138,7 +138,7 @@ def test_backfill_on_postgres_runs_shards_in_parallel_and_matches_one_run(
     runs = query(
         postgres,
         "SELECT r.run_id, r.status, r.start_time, r.end_time, t.value FROM runs r "
-        "LEFT JOIN run_tags t ON t.run_id = r.run_id AND t.key = 'dagster/partition'",
+        "LEFT JOIN run_tags t ON t.run_id = r.run_id AND t.key = 'dagster/partition/shard'",
     )
     assert {status for _, status, *_ in runs} == {"SUCCESS"}, runs
     shard_runs = {partition: (start, end) for _, _, start, end, partition in runs if partition is not None}

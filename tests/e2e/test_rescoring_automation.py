@@ -55,14 +55,20 @@ def test_sensor_waits_for_the_inputs_beside_new_rollouts(tmp_path: Path, instanc
     definitions = build_definitions(project.root)
     sensor = definitions.get_sensor_def(f"{project.name}_new_rollouts")
     data = tick()
-    assert [r.partition_key for r in data.run_requests] == ["run-8.s00000", "run-8.s00001"]
+    config_hash = build_rescoring(find_rescoring(project.root, project.name)).setup.config_hash
+    assert [r.partition_key for r in data.run_requests] == [
+        f"run-8.s00000|{config_hash}",
+        f"run-8.s00001|{config_hash}",
+    ]
     [request] = data.dynamic_partitions_requests
     assert list(request.partition_keys) == ["run-8.s00000", "run-8.s00001"]
     instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     assert tick().skip_message == "no new shards (2 registered)"
 
 
-def test_schedule_requests_missing_then_aggregate_then_stale_shards(tmp_path: Path, instance) -> None:
+def test_schedule_requests_missing_then_aggregate_then_stale_shards_then_nothing_after_a_revert(
+    tmp_path: Path, instance
+) -> None:
     project = make_project(tmp_path, tasks=20)
     project.write_rescoring(extra='schedule: {cron: "0 3 * * *"}\n')
 
@@ -73,15 +79,23 @@ def test_schedule_requests_missing_then_aggregate_then_stale_shards(tmp_path: Pa
         )
         return list(schedule(context))
 
+    def shards_of(config_hash: str) -> list[str]:
+        return [f"main.s00000|{config_hash}", f"main.s00001|{config_hash}"]
+
     rescoring = build_rescoring(find_rescoring(project.root, project.name))
     instance.add_dynamic_partitions(rescoring.shards.name, ["main.s00000", "main.s00001"])
-    assert sorted(r.partition_key for r in tick(project.root)) == ["main.s00000", "main.s00001"]
+    assert sorted(r.partition_key for r in tick(project.root)) == shards_of(rescoring.setup.config_hash)
     for shard in ("main.s00000", "main.s00001"):
         assert rescore_shard(rescoring, shard)[0]
     [aggregate] = tick(project.root)
     assert aggregate.job_name == f"{project.name}_aggregate_job"
     project.write_rescoring(override=STRICT, extra='schedule: {cron: "0 3 * * *"}\n')
-    assert sorted(r.partition_key for r in tick(project.root)) == ["main.s00000", "main.s00001"]
+    edited = build_rescoring(find_rescoring(project.root, project.name))
+    assert sorted(r.partition_key for r in tick(project.root)) == shards_of(edited.setup.config_hash)
+    # The edit undone: the first config's results are there, and current again.
+    project.write_rescoring(extra='schedule: {cron: "0 3 * * *"}\n')
+    [aggregate] = tick(project.root)
+    assert aggregate.job_name == f"{project.name}_aggregate_job"
 
 
 def test_run_failure_sensor_reports_the_shard_and_the_error(tmp_path: Path, instance) -> None:
@@ -92,7 +106,7 @@ def test_run_failure_sensor_reports_the_shard_and_the_error(tmp_path: Path, inst
     result = dg.materialize(
         rescoring.assets,
         instance=instance,
-        partition_key="main.s00000",
+        partition_key=rescoring.partition_key("main.s00000"),
         selection=rescoring.shard_asset_keys,
         raise_on_error=False,
         tags={"reverify/rescoring": project.name},

@@ -27,7 +27,9 @@ def rewards(path: Path) -> dict[tuple[int, int], float]:
     return {(r["_ng_task_index"], r["_ng_rollout_index"]): r["reward"] for r in read_jsonl(path)}
 
 
-def test_four_shard_backfill_equals_the_unsharded_run_then_goes_stale_after_a_verifier_edit(tmp_path: Path) -> None:
+def test_four_shard_backfill_equals_the_unsharded_run_then_goes_stale_after_a_verifier_edit_and_back(
+    tmp_path: Path,
+) -> None:
     project, home = make_project(tmp_path), tmp_path / "home"
     shown = cli(project, "shards", project.name, home=home)
     assert "4 shards (4 new): main.s00000, main.s00001, main.s00002, main.s00003" in shown
@@ -72,6 +74,11 @@ def test_four_shard_backfill_equals_the_unsharded_run_then_goes_stale_after_a_ve
     assert len(result_dirs) == 2, "the old config's results stay beside the new ones"
     assert lenient_dir.name in result_dirs and merged.exists()
 
+    # The edit undone: the first config's results are current again, and nothing is re-scored.
+    project.write_rescoring()
+    assert "materialized 4, stale 0" in cli(project, "status", project.name, home=home)
+    assert "re-scoring 0 shards" in cli(project, "backfill", project.name, "--no-aggregate", home=home)
+
 
 def test_blocking_checks_keep_bad_shards_out_of_the_metrics(tmp_path: Path) -> None:
     project, home = make_project(tmp_path, tasks=20), tmp_path / "home"
@@ -81,7 +88,10 @@ def test_blocking_checks_keep_bad_shards_out_of_the_metrics(tmp_path: Path) -> N
         b"".join(orjson.dumps(r) + b"\n" for r in rows if r["_ng_task_index"] != 12 or r["_ng_rollout_index"] != 1)
     )
     out = cli(project, "backfill", project.name, home=home)
-    assert "main.s00001: FAILED (1 blocking asset check failed" in out and "shard_payloads: join_complete" in out
+    assert (
+        "main.s00001: FAILED (shard main.s00001: join_complete failed: 1 rollouts without an input row ((12, 1)): "
+        "not verified)" in out
+    ), out
     assert "aggregate: 40 rows from 1 shards" in out
     assert "metrics cover 40 of 79 rollouts (39 missing)" in out, "the rows of the shard left out are missing"
     status = cli(project, "status", project.name, home=home)

@@ -136,23 +136,29 @@ def test_backfill_compares_the_variants_after_their_aggregates_as_reverify_compa
     cli = run_reverify("compare", strict, lenient, "--output", tmp_path / "cli.json", home=home)
     assert cli.returncode == 0, cli.stderr
     expected = orjson.loads((tmp_path / "cli.json").read_bytes())
+    variant_defs = {v.variant: v for v in build_rescoring_variants(find_rescoring(root, "mcqa_grading_modes"))}
     with open_instance(home) as instance:
         metadata = latest_materialization_of(instance, "mcqa_grading_modes/comparison")
         shards = {
             variant: [
-                latest_materialization_of(instance, f"mcqa_grading_modes/{variant}/reverified_shard", shard)
+                latest_materialization_of(
+                    instance,
+                    f"mcqa_grading_modes/{variant}/reverified_shard",
+                    variant_defs[variant].partition_key(shard),
+                )
                 for shard in ("main.s00000", "main.s00001", "main.s00002")
             ]
             for variant in ("strict", "lenient")
         }
     binary = expected["overall"]["binary"]
     assert table(metadata, f"{PAIR}: ") == (binary["table"]["pass_to_fail"], binary["table"]["fail_to_pass"])
-    assert metadata[f"{PAIR}: McNemar p"] == binary["mcnemar_p"]
-    assert metadata[f"{PAIR}: Cohen's κ"] == binary["kappa"]["value"]
+    # The UI's figures are the CLI's, rounded to what they mean.
+    assert metadata[f"{PAIR}: McNemar p"] == float(f"{binary['mcnemar_p']:.3g}")
+    assert metadata[f"{PAIR}: Cohen's κ"] == round(binary["kappa"]["value"], 4)
     interval = expected["overall"]["delta"]["interval"]
     assert (metadata[f"{PAIR}: mean Δ 95 % low"], metadata[f"{PAIR}: mean Δ 95 % high"]) == (
-        interval["low"],
-        interval["high"],
+        round(interval["low"], 4),
+        round(interval["high"], 4),
     ), "the asset's interval is the CLI's: same resamples and seed"
     assert embedded_png(metadata[f"{PAIR}: per-task Δ"]).startswith(PNG_SIGNATURE)
     assert (outputs / "comparison" / "strict_vs_lenient.md").read_text().startswith("# reverify compare")
@@ -172,13 +178,15 @@ def test_backfill_compares_the_variants_after_their_aggregates_as_reverify_compa
     # A shard resumed after losing rows reports the flips of its whole output, not only of the rows it re-scored.
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.chdir(root)
-    lenient_defs = build_rescoring_variants(find_rescoring(root, "mcqa_grading_modes"))[1]
+    lenient_defs = variant_defs["lenient"]
     shard_output = lenient_defs.layout.shard_output("main.s00002")
     shard_output.write_bytes(b"".join(shard_output.read_bytes().splitlines(keepends=True)[:70]))
     ok, described = rescore_shard(lenient_defs, "main.s00002")
     assert ok, described
     with open_instance(home) as instance:
-        resumed = latest_materialization_of(instance, "mcqa_grading_modes/lenient/reverified_shard", "main.s00002")
+        resumed = latest_materialization_of(
+            instance, "mcqa_grading_modes/lenient/reverified_shard", lenient_defs.partition_key("main.s00002")
+        )
     assert resumed["rows verified this run"] == 30 and resumed["rows compared with original"] == 100
     assert (
         stored_table(resumed) == stored_table(shards["lenient"][2])
