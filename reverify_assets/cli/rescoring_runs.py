@@ -100,7 +100,9 @@ def backfill(
             print(f"  {key}: {described}")
         failed = [key for key, (ok, _) in zip(todo, outcomes, strict=True) if not ok]
         if aggregate:
-            result = _materialize(rescoring.assets, [rescoring.aggregate_key])
+            result = _materialize(
+                rescoring.assets, [rescoring.aggregate_key], partition_key=rescoring.aggregate_partition
+            )
             print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
         if failed:
             print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")

@@ -16,6 +16,18 @@ from reverify_assets.rescoring.status import ShardState, shard_status
 FAILURE_REPORT = "shard_run_failures.jsonl"
 
 
+def aggregates_sensor(rescorings: Sequence[RescoringDefs], comparisons: Sequence[dg.AssetKey]) -> dg.SensorDefinition:
+    """Evaluates the aggregates' and comparisons' automation conditions; on from the start (Dagster's default
+    automation sensor waits to be switched on), so that a backfill launched from the UI ends with them."""
+    return dg.AutomationConditionSensorDefinition(
+        "reverify_aggregates",
+        target=dg.AssetSelection.assets(*(r.aggregate_key for r in rescorings), *comparisons),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=15,
+        description="Materializes each rescoring's aggregate once all its shards are current, then the comparison.",
+    )
+
+
 def new_rollouts_sensor(variants: Sequence[RescoringDefs], *, interval_s: int = 60) -> dg.SensorDefinition:
     """Registers the shards of rollout files that appeared, and asks for one run per new shard and variant."""
     first = variants[0]
@@ -80,7 +92,13 @@ def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
                 for key in todo
             ]
         if status.registered and not status.by_state[ShardState.RUNNING]:
-            return [dg.RunRequest(run_key=f"aggregate:{tick}", job_name=rescoring.aggregate_job.name)]
+            return [
+                dg.RunRequest(
+                    run_key=f"aggregate:{rescoring.setup.config_hash}:{tick}",
+                    job_name=rescoring.aggregate_job.name,
+                    partition_key=rescoring.aggregate_partition,
+                )
+            ]
         return dg.SkipReason("no shard needs work")
 
     return schedule

@@ -49,6 +49,7 @@ def build_comparison(variants: Sequence[RescoringDefs]) -> ComparisonDefs | None
         key=key,
         group_name=label,
         deps=[variant.aggregate_key for variant in variants],
+        automation_condition=dg.AutomationCondition.eager(),  # after every variant's aggregate
         description=(
             f"{spec.description}\n\nEvery variant's merged output compared with the first variant's "
             f"({baseline_name}), row by row as `reverify compare` does: the 2×2 table, McNemar's p, Cohen's κ, "

@@ -7,7 +7,12 @@ from pathlib import Path
 import dagster as dg
 
 from reverify_assets.defs.assets import ALL_ASSETS
-from reverify_assets.defs.automation import new_rollouts_sensor, rescore_schedule, shard_failure_sensor
+from reverify_assets.defs.automation import (
+    aggregates_sensor,
+    new_rollouts_sensor,
+    rescore_schedule,
+    shard_failure_sensor,
+)
 from reverify_assets.defs.comparison_defs import build_comparison
 from reverify_assets.defs.materialization import RECOVERY_FLOW, RESCORING_FLOW
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
@@ -41,7 +46,11 @@ def build_definitions(root: Path) -> dg.Definitions:
             *(c.job for c in comparisons),
         ],
         schedules=schedules,
-        sensors=[*(new_rollouts_sensor(variants) for variants in per_file), shard_failure_sensor(rescorings)],
+        sensors=[
+            *(new_rollouts_sensor(variants) for variants in per_file),
+            shard_failure_sensor(rescorings),
+            aggregates_sensor(rescorings, [c.key for c in comparisons]),
+        ],
         resources={
             "io_manager": RunScopedIOManager(),
             # Materializing the `reverify` group from the UI re-scores the bundled sample into results/ui/;

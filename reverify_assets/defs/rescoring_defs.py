@@ -73,6 +73,10 @@ class RescoringDefs:
     def shard_asset_keys(self) -> list[dg.AssetKey]:
         return [self.payloads_key, self.reverified_key, self.failures_key]
 
+    @property
+    def aggregate_partition(self) -> str:
+        return self.setup.config_hash
+
     def partition_key(self, shard: str) -> str:
         """The partition of ``shard`` under the current verifier config."""
         return self.shard_partitions.key(shard, self.setup.config_hash)
@@ -89,9 +93,8 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     name = spec.name if variant is None else f"{spec.name}__{variant}"
     prefix = [spec.name] if variant is None else [spec.name, variant]
     shards = dg.DynamicPartitionsDefinition(name=f"{spec.name}_shards")
-    partitions = dg.MultiPartitionsDefinition(
-        {SHARD_DIMENSION: shards, CONFIG_DIMENSION: dg.StaticPartitionsDefinition([setup.config_hash])}
-    )
+    configs = dg.StaticPartitionsDefinition([setup.config_hash])
+    partitions = dg.MultiPartitionsDefinition({SHARD_DIMENSION: shards, CONFIG_DIMENSION: configs})
     payloads_key, reverified_key = dg.AssetKey([*prefix, "shard_payloads"]), dg.AssetKey([*prefix, "reverified_shard"])
     failures_key, aggregate_key = dg.AssetKey([*prefix, "shard_failures"]), dg.AssetKey([*prefix, "aggregate_metrics"])
 
@@ -145,8 +148,18 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     @dg.asset(
         key=aggregate_key,
         group_name=name,
-        deps=[reverified_key],
+        # One partition per verifier config, as the shards': an undone edit finds its aggregate there again.
+        partitions_def=configs,
+        deps=[
+            dg.AssetDep(
+                reverified_key,
+                partition_mapping=dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=CONFIG_DIMENSION),
+            )
+        ],
         description="NeMo Gym's aggregate metrics over every current shard, merged in key order.",
+        # Once every registered shard has results of the current config and none is running: a UI backfill of
+        # the missing shards ends with the aggregate, as `reverify backfill` does.
+        automation_condition=dg.AutomationCondition.eager(),
         check_specs=[
             dg.AssetCheckSpec(
                 ONE_CONFIG,
@@ -156,6 +169,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         ],
     )
     def aggregate_metrics(context: dg.AssetExecutionContext) -> Iterator[Any]:
+        _check_config(context.partition_key, setup.config_hash)
         registered = context.instance.get_dynamic_partitions(shards.name)
         gate = gate_shards(layout, registered, spec.max_failure_rate)
         if not gate.included:
@@ -181,7 +195,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
             }
         )
         yield dg.Output(None, metadata=metadata, data_version=content_version(layout.merged))
-        yield _one_config_result(summary, setup.config_hash)
+        yield one_config_result(summary, setup.config_hash)
 
     return RescoringDefs(
         spec=spec,
@@ -212,13 +226,16 @@ def _shard_of(context: dg.AssetExecutionContext, config_hash: str) -> str:
     whose code location was not reloaded after an edit): its results would be filed under the wrong config."""
     key = context.partition_key
     assert isinstance(key, dg.MultiPartitionKey)
-    asked = key.keys_by_dimension[CONFIG_DIMENSION]
+    _check_config(key.keys_by_dimension[CONFIG_DIMENSION], config_hash)
+    return key.keys_by_dimension[SHARD_DIMENSION]
+
+
+def _check_config(asked: str, config_hash: str) -> None:
     if asked != config_hash:
         raise dg.Failure(
             f"this run asks for verifier config {asked}, but the verifier config files now give {config_hash}: "
             "reload the code location (Deployment > Reload) and launch the run again"
         )
-    return key.keys_by_dimension[SHARD_DIMENSION]
 
 
 def _payload_events(key: dg.AssetKey, planned: PlannedShard) -> Iterator[Any]:
@@ -304,7 +321,7 @@ def _verified_events(
     )
 
 
-def _one_config_result(summary: OutputSummary, current: str) -> dg.AssetCheckResult:
+def one_config_result(summary: OutputSummary, current: str) -> dg.AssetCheckResult:
     """Fails, naming the configs, when a merged row was scored by another verifier config than the current."""
     others = {config: rows for config, rows in summary.rows_by_config.items() if config != current}
     if others:

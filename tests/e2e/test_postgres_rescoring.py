@@ -19,6 +19,7 @@ import psycopg2
 import pytest
 
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
+from tests.support.ci import in_ci
 from tests.support.cli import CLI_LIMIT_S, ROOT, read_jsonl, run_reverify
 from tests.support.postgres import PostgresServer, PostgresUnavailable, check_available, throwaway_postgres
 from tests.support.process_tree import run_reaped
@@ -33,10 +34,6 @@ SHARDS = [f"main.s{n:05d}" for n in range(TASKS // SHARD_TASKS)]
 # The verify step's key ends with the multi_asset's op name (today bare `rescore_shard`; a per-rescoring
 # prefix, which two rescorings in one project need, keeps matching).
 VERIFY_STEP_LIKE = "%rescore_shard"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
 @pytest.fixture

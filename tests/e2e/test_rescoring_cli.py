@@ -8,9 +8,11 @@ import dagster as dg
 import orjson
 import pytest
 
+from reverify_assets.defs.rescoring_defs import build_rescoring
+from reverify_assets.rescoring.spec import find_rescoring
 from tests.support.cli import read_jsonl, run_reverify
 from tests.support.fake_verifier import FakeVerifier
-from tests.support.instance import open_instance
+from tests.support.instance import checked_partitions, open_instance
 from tests.support.project import STRICT, Project, make_project
 
 pytestmark = pytest.mark.slow
@@ -39,6 +41,11 @@ def test_four_shard_backfill_equals_the_unsharded_run_then_goes_stale_after_a_ve
     assert first.count(" rows, 0 failures, mean reward ") == 4 and "aggregate: 160 rows from 4 shards" in first
     assert "metrics cover 160 of 160 rollouts" in first, "the aggregate knows every shard's plan"
     assert "materialized 4, stale 0" in cli(project, "status", project.name, home=home)
+    rescoring = build_rescoring(find_rescoring(project.root, project.name))
+    with open_instance(home) as instance:
+        for asset, check in (("shard_payloads", "join_complete"), ("reverified_shard", "failure_rate_within_limit")):
+            partitions = checked_partitions(instance, f"{project.name}/{asset}", check)
+            assert sorted(partitions) == [rescoring.partition_key(f"main.s{n:05d}") for n in range(4)], check
 
     unsharded = tmp_path / "unsharded.jsonl"
     cli(

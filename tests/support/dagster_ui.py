@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
 from tests.support.cli import REVERIFY
+from tests.support.postgres import free_port
+from tests.support.process_tree import descendants, kill_all
 
+# `dagster dev` starts a webserver, a daemon and a code server that imports Dagster and the definitions: about
+# 15 s on a quiet machine, several times that on a busy one.
+UI_START_S = 300.0
 ASSET_NODES = "{ assetNodes { assetKey { path } groupName isPartitioned partitionKeysByDimension { partitionKeys } } }"
 
 
@@ -49,3 +57,26 @@ def loaded_asset_nodes(url: str, timeout: float = 120) -> dict[str, Any] | None:
             pass
         time.sleep(1)
     return answer
+
+
+@contextmanager
+def running_ui(project: Path, home: Path, log: Path) -> Iterator[str]:
+    """``reverify ui`` on ``home`` until the block ends, its code location loaded; its URL. Stopped as a terminal's
+    Ctrl-C stops it, and whatever of its process tree outlives that is killed."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(log, "w") as output:
+        ui = start_ui(project, home, port, output)
+        try:
+            if not loaded_asset_nodes(url, timeout=UI_START_S):
+                raise AssertionError(f"reverify ui never loaded its code location (log: {log})")
+            yield url
+        finally:
+            tree = descendants(ui.pid)
+            os.killpg(ui.pid, signal.SIGINT)
+            try:
+                ui.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                ui.kill()
+                ui.wait()
+            kill_all(tree)

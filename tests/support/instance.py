@@ -26,3 +26,10 @@ def latest_check(instance: dg.DagsterInstance, asset: str, check: str) -> Any:
     key = dg.AssetCheckKey(dg.AssetKey(asset), check)
     record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
     return record.event.dagster_event.event_specific_data
+
+
+def checked_partitions(instance: dg.DagsterInstance, asset: str, check: str) -> list[str | None]:
+    """The partition each evaluation of the check recorded, latest first."""
+    key = dg.AssetCheckKey(dg.AssetKey.from_user_string(asset), check)
+    records = instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
+    return [record.event.dagster_event.event_specific_data.partition for record in records if record.event]

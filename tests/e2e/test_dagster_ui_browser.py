@@ -1,0 +1,137 @@
+"""The Dagster UI as a user drives it, in headless Chromium: after a verifier edit the shards show as needing
+work, one backfill of the missing partitions re-scores exactly them, and the aggregate that follows is complete
+and equal to the command line's. Screenshots of every step land in the test's ``screenshots`` folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import orjson
+import pytest
+
+from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring
+from reverify_assets.rescoring.spec import find_rescoring
+from tests.support.browser import Page, browser_available, chromium
+from tests.support.ci import in_ci
+from tests.support.cli import run_args, run_reverify
+from tests.support.dagster_ui import running_ui
+from tests.support.instance import open_instance
+from tests.support.process_tree import wait_until
+from tests.support.project import STRICT, Project, make_project
+
+pytestmark = pytest.mark.slow
+
+SHARDS = 3
+# Three shard runs launched by the daemon, each its own process, then the aggregate its sensor launches.
+BACKFILL_S = 1200.0
+
+
+@pytest.fixture(autouse=True)
+def browser() -> None:
+    if not browser_available():
+        # CI installs Debian's chromium and chromium-driver (.ci/run): there, a missing browser is a broken setup.
+        if in_ci():
+            pytest.fail("CI=true but /usr/bin/chromium or /usr/bin/chromedriver is missing")
+        pytest.skip("Debian's chromium and chromium-driver are not installed")
+
+
+def test_a_verifier_edit_shows_stale_shards_and_one_backfill_gives_the_cli_aggregate(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path, tasks=30), tmp_path / "home"
+    first = run_reverify("backfill", project.name, home=home, cwd=project.root)
+    assert first.returncode == 0 and f"aggregate: {SHARDS * 40} rows" in first.stdout, first.stdout + first.stderr
+    original = rescoring_of(project)
+    shard_page = f"/assets/{project.name}/reverified_shard?view=partitions"
+
+    with running_ui(project.root, home, tmp_path / "ui.log") as url, chromium(url, tmp_path / "screenshots") as page:
+        try:
+            page.open(shard_page)
+            page.wait_for(f"//*[contains(text(), 'Materialized ({SHARDS})')]", "every shard materialized")
+            page.screenshot("before-the-edit")
+
+            project.write_rescoring(override=STRICT)
+            edited = rescoring_of(project)
+            reload_definitions(page, project)
+            # Shown once the reload is done: the page opened again until then.
+            page.wait_for_on_reload(shard_page, f"//*[text()='{edited.setup.config_hash}']", "the new config's hash")
+            page.wait_for(f"//*[contains(text(), 'Missing ({SHARDS})')]", "the shards stale")
+            page.screenshot("stale-after-the-edit")
+            status = run_reverify("status", project.name, home=home, cwd=project.root).stdout
+            assert f"stale {SHARDS}" in status, status
+
+            launch_backfill_of_missing(page)
+            assert wait_until(lambda: aggregate_of(home, edited) is not None, BACKFILL_S, poll_s=2), (
+                f"the aggregate of {edited.setup.config_hash} never followed the backfill (see {tmp_path / 'ui.log'})"
+            )
+            page.open(f"/assets/{project.name}/aggregate_metrics?view=events")
+            page.wait_for("//*[contains(text(), 'metrics cover')]", "the aggregate's metadata")
+            page.screenshot("aggregate-after-the-backfill")
+
+            # The edit undone: the first config's shards are materialized again, nothing re-scored.
+            project.write_rescoring()
+            reload_definitions(page, project)
+            page.wait_for_on_reload(
+                shard_page, f"//*[text()='{original.setup.config_hash}']", "the first config's hash"
+            )
+            page.wait_for(f"//*[contains(text(), 'Materialized ({SHARDS})')]", "the shards current")
+            page.screenshot("current-again-after-undoing-the-edit")
+        except BaseException:
+            page.screenshot("failure")
+            raise
+
+    aggregate = aggregate_of(home, edited)
+    assert aggregate is not None and aggregate["complete"] and aggregate["metrics cover"] == "120 of 120 rollouts"
+    with open_instance(home) as instance:
+        backfill_runs = [run for run in instance.get_runs() if "dagster/backfill" in run.tags]
+    assert sorted(run.tags["dagster/partition"] for run in backfill_runs) == [
+        edited.partition_key(f"main.s{n:05d}") for n in range(SHARDS)
+    ], "the backfill re-scored exactly the stale shards"
+
+    # The command line on the same files and config: the same rows, bytes and metrics.
+    unsharded = tmp_path / "unsharded.jsonl"
+    config = project.root / "configs" / "mcqa.yaml"
+    cli = run_reverify(*run_args(config, project.inputs, project.rollouts, unsharded, STRICT), home=tmp_path / "cli")
+    assert cli.returncode == 0, cli.stderr
+    assert edited.layout.merged.read_bytes() == unsharded.read_bytes()
+    ui_metrics = orjson.loads(edited.layout.merged_metrics.read_bytes())
+    cli_metrics = orjson.loads(unsharded.with_name("unsharded_aggregate_metrics.json").read_bytes())
+    assert [e["key_metrics"] for e in ui_metrics] == [e["key_metrics"] for e in cli_metrics]
+    assert [e["coverage"] for e in ui_metrics] == [e["coverage"] for e in cli_metrics]
+    assert "materialized 3, stale 0" in run_reverify("status", project.name, home=home, cwd=project.root).stdout
+
+
+def rescoring_of(project: Project) -> RescoringDefs:
+    return build_rescoring(find_rescoring(project.root, project.name))
+
+
+def reload_definitions(page: Page, project: Project) -> None:
+    page.open(f"/asset-groups/{project.name}")
+    page.click("//button[contains(., 'Reload definitions')]", "the Reload definitions button")
+
+
+def launch_backfill_of_missing(page: Page) -> None:
+    """Materialize on the shard asset's page: every shard, every config, only the failed and missing ones."""
+    page.click("//button[contains(., 'Materialize')]", "the Materialize button")
+    # The three shard assets are one step: the UI says the other two come along.
+    page.click("//button[normalize-space()='Confirm']", "the multi-asset notice")
+    page.wait_for("//button[normalize-space()='Launch backfill']", "the backfill dialog")
+    for dimension in range(2):
+        page.click(f"(//button[normalize-space()='All'])[{dimension + 1}]", f"dimension {dimension}'s All")
+    page.click("//label[contains(., 'Backfill only failed and missing')]", "the missing-only option")
+    page.wait_for(f"//*[contains(., 'Only {SHARDS} failed and missing partitions')]", "the missing-only count")
+    page.screenshot("backfill-of-the-missing-shards")
+    launch = "//button[normalize-space()='Launch backfill']"
+    page.click(launch, "Launch backfill")
+    page.until(lambda: page.visible(launch) is None, "the dialog closed on the backfill's launch")
+
+
+def aggregate_of(home: Path, rescoring: RescoringDefs) -> dict[str, object] | None:
+    """The metadata of the aggregate of ``rescoring``'s current config, once materialized."""
+    with open_instance(home) as instance:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=rescoring.aggregate_key, asset_partitions=[rescoring.aggregate_partition]),
+            limit=1,
+        ).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
