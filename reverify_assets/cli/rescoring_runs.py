@@ -11,18 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
+from reverify_assets.defs.code_location import run_job
 from reverify_assets.defs.comparison_defs import ComparisonDefs
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
-from reverify_assets.defs.materialization import QUIET_RUN_CONFIG
-from reverify_assets.defs.rescoring_defs import RESCORING_TAG, RescoringDefs
+from reverify_assets.defs.materialization import IN_PROCESS_RUN_CONFIG
+from reverify_assets.defs.rescoring_defs import RescoringDefs
 from reverify_assets.defs.run_storage import RunScopedIOManager
+from reverify_assets.defs.run_tags import COMMAND_TAG, RESCORING_TAG
 from reverify_assets.lib import interrupts
 from reverify_assets.lib.parent_death import die_with_parent
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
 
+# The rescoring, its variant and config come with the jobs' own tags.
+BACKFILL_TAGS = {COMMAND_TAG: "backfill"}
 # More than the spread of the steps before a verify step (about a second on 2 cores), short next to a backfill.
 LAUNCH_STAGGER_S = 1.0
 
@@ -100,9 +105,7 @@ def backfill(
             print(f"  {key}: {described}")
         failed = [key for key, (ok, _) in zip(todo, outcomes, strict=True) if not ok]
         if aggregate:
-            result = _materialize(
-                rescoring.assets, [rescoring.aggregate_key], partition_key=rescoring.aggregate_partition
-            )
+            result = _aggregate(rescoring)
             print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
         if failed:
             print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")
@@ -112,7 +115,8 @@ def backfill(
 
 def compare_variants(comparison: ComparisonDefs) -> str:
     """Materializes the comparison asset; a line saying what it found."""
-    result = _materialize(comparison.assets, [comparison.key])
+    spec = comparison.variants[0].spec
+    result = _run(spec.root, comparison.assets, comparison.job, tags={RESCORING_TAG: spec.name, **BACKFILL_TAGS})
     if not result.success:
         return f"not computed ({_errors(result) or 'see the run in the UI'})"
     return _describe_comparison(_metadata(result, comparison.key))
@@ -120,35 +124,48 @@ def compare_variants(comparison: ComparisonDefs) -> str:
 
 def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
     """(whether the shard's results were materialized, a line saying what happened)."""
-    result = _materialize(
+    result = _run(
+        rescoring.spec.root,
         rescoring.assets,
-        rescoring.shard_asset_keys,
+        rescoring.shard_job,
         partition_key=rescoring.partition_key(key),
-        tags={RESCORING_TAG: rescoring.label},
+        tags=BACKFILL_TAGS,
     )
     return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
 
 
-def _materialize(
+def _aggregate(rescoring: RescoringDefs) -> dg.ExecuteInProcessResult:
+    return _run(
+        rescoring.spec.root,
+        rescoring.assets,
+        rescoring.aggregate_job,
+        partition_key=rescoring.aggregate_partition,
+        tags=BACKFILL_TAGS,
+    )
+
+
+def _run(
+    project: Path,
     assets: Sequence[dg.AssetsDefinition],
-    selection: Sequence[dg.AssetKey],
+    job: UnresolvedAssetJobDefinition,
     *,
+    tags: Mapping[str, str],
     partition_key: str | None = None,
-    tags: Mapping[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
-    """One in-process run on the CLI's instance; a failure is in the result, for the caller to describe."""
+    """One in-process run of a job of the code location, on the CLI's instance; a failure is in the result, for
+    the caller to describe."""
+    definitions = dg.Definitions(assets=assets, jobs=[job], resources={"io_manager": RunScopedIOManager()})
     with _instance() as instance:
         capture_deaf_to_ctrl_c(instance)
         try:
-            return dg.materialize(
-                assets,
-                instance=instance,
-                partition_key=partition_key,
-                selection=selection,
-                resources={"io_manager": RunScopedIOManager()},
-                run_config=QUIET_RUN_CONFIG,
-                raise_on_error=False,
+            return run_job(
+                definitions.resolve_job_def(job.name),
+                instance,
+                project=project,
+                run_config=IN_PROCESS_RUN_CONFIG,
                 tags=tags,
+                partition_key=partition_key,
+                raise_on_error=False,
             )
         finally:
             interrupts.reinstate()

@@ -133,13 +133,14 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
         from reverify_assets.cli.summary import print_run_summary
         from reverify_assets.defs.materialization import materialize_rescoring
         from reverify_assets.defs.resources import RescoringResource
+        from reverify_assets.defs.run_tags import COMMAND_TAG, CONFIG_TAG, OUTPUT_TAG
 
         rescoring = RescoringResource.for_run(options)
         log.info("reverify: verifier config %s; rows stream from %s", setup.config_hash, options.rollouts)
         run = materialize_rescoring(
             rescoring,
             aggregate=not options.disable_aggregation,
-            tags={"reverify/output": str(options.output), "reverify/config_hash": setup.config_hash},
+            tags={OUTPUT_TAG: str(options.output), CONFIG_TAG: setup.config_hash, COMMAND_TAG: "run"},
             before_run=prefetched.wait,
         )
     print_run_summary(run, recovery=options.judge_failed_only, disable_aggregation=options.disable_aggregation)

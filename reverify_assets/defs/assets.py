@@ -344,7 +344,7 @@ def merged_aggregate_metrics(
 def _unfinished(rescoring: RescoringResource, output: Path, rows: int, exc: AggregateMetricsFailed) -> ReverifyError:
     """A recovery merges rows of two graders (the successes carried over): its aggregate allows mixed configs."""
     mixed = rescoring.allow_mixed_configs or rescoring.judge_failed_only
-    command = finish_command(rescoring.config_paths, rescoring.overrides, output, allow_mixed_configs=mixed)
+    command = finish_command(rescoring.config_paths, rescoring.given_overrides(), output, allow_mixed_configs=mixed)
     return ReverifyError(unfinished_metrics_message(str(exc), output, rows, command))
 
 

@@ -9,7 +9,8 @@ import dagster as dg
 import orjson
 from dagster._utils.error import SerializableErrorInfo
 
-from reverify_assets.defs.rescoring_defs import RESCORING_TAG, SHARD_TAG, RescoringDefs
+from reverify_assets.defs.rescoring_defs import SHARD_TAG, RescoringDefs
+from reverify_assets.defs.run_tags import RESCORING_TAG
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, shard_status
 

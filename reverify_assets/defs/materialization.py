@@ -1,14 +1,21 @@
-"""Materializing a rescoring (or a judge recovery) in this process, against the instance in DAGSTER_HOME."""
+"""Materializing a rescoring (or a judge recovery) in this process, against the instance in DAGSTER_HOME.
+
+The run is one of the code location's jobs, ``reverify_run`` or ``reverify_judge_recovery``, its run config holding
+the files and flags: the UI shows it as a run of that job and can re-execute it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.assets import ALL_ASSETS
+from reverify_assets.defs.code_location import run_job
 from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
@@ -17,14 +24,19 @@ from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import interrupts
 
-# Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead.
-QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead. One process, as
+# on the command line, for the run and for its re-execution from the UI.
+IN_PROCESS_RUN_CONFIG = {
+    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
+    "execution": {"config": {"in_process": {}}},
+}
 
 
 @dataclass(frozen=True)
 class Flow:
     """Which assets one kind of run materializes, and where its results are found."""
 
+    job_name: str
     selection: tuple[str, ...]
     verify_node: str
     rows_asset: str
@@ -34,6 +46,7 @@ class Flow:
 
 
 RESCORING_FLOW = Flow(
+    "reverify_run",
     ("materialized_inputs", "rollouts", "verify_payloads", "reverified_rows", "reverify_failures"),
     verify_node="reverify",
     rows_asset="reverified_rows",
@@ -42,6 +55,7 @@ RESCORING_FLOW = Flow(
     metrics_asset="aggregate_metrics",
 )
 RECOVERY_FLOW = Flow(
+    "reverify_judge_recovery",
     (
         "materialized_inputs",
         "rollouts",
@@ -57,6 +71,15 @@ RECOVERY_FLOW = Flow(
     output_asset="merged_rollouts",
     metrics_asset="merged_aggregate_metrics",
 )
+
+
+def flow_job(flow: Flow) -> UnresolvedAssetJobDefinition:
+    """The job a flow's runs belong to, in the code location and on the command line alike (materializing every
+    asset at once would run both flows on one output)."""
+    return dg.define_asset_job(flow.job_name, selection=[*flow.selection, flow.metrics_asset])
+
+
+FLOW_JOBS = [flow_job(RESCORING_FLOW), flow_job(RECOVERY_FLOW)]
 
 
 @dataclass(frozen=True)
@@ -85,13 +108,13 @@ def materialize_rescoring(
         if before_run is not None:
             before_run()
         try:
-            result = dg.materialize(
-                ALL_ASSETS,
-                instance=instance,
-                resources={"rescoring": rescoring, "io_manager": RunScopedIOManager()},
-                run_config=QUIET_RUN_CONFIG,
-                selection=selection,
+            result = run_job(
+                _job(flow),
+                instance,
+                project=Path.cwd(),
+                run_config=run_config_of(rescoring),
                 tags=tags or {},
+                asset_selection=[dg.AssetKey(name) for name in selection],
             )
         except dg.DagsterExecutionStepExecutionError as exc:
             raise _user_error(exc) from exc
@@ -113,6 +136,20 @@ def materialize_rescoring(
         metrics=result.output_for_node(flow.metrics_asset) if aggregate else None,
         metadata=metadata,
     )
+
+
+def run_config_of(rescoring: RescoringResource) -> dict[str, Any]:
+    """Everything the run reads and writes, as run config: what a re-execution from the UI runs again."""
+    return {**IN_PROCESS_RUN_CONFIG, "resources": {"rescoring": {"config": rescoring.model_dump()}}}
+
+
+def _job(flow: Flow) -> dg.JobDefinition:
+    definitions = dg.Definitions(
+        assets=ALL_ASSETS,
+        jobs=FLOW_JOBS,
+        resources={"rescoring": RescoringResource.configure_at_launch(), "io_manager": RunScopedIOManager()},
+    )
+    return definitions.resolve_job_def(flow.job_name)
 
 
 def _output(result: dg.ExecuteInProcessResult, flow: Flow, asset: str) -> OutputHandle:

@@ -14,7 +14,7 @@ from reverify_assets.defs.automation import (
     shard_failure_sensor,
 )
 from reverify_assets.defs.comparison_defs import build_comparison
-from reverify_assets.defs.materialization import RECOVERY_FLOW, RESCORING_FLOW
+from reverify_assets.defs.materialization import FLOW_JOBS
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
 from reverify_assets.defs.resources import RescoringResource
 from reverify_assets.defs.run_storage import RunScopedIOManager
@@ -36,12 +36,8 @@ def build_definitions(root: Path) -> dg.Definitions:
     return dg.Definitions(
         assets=[*ALL_ASSETS, *(asset for r in rescorings for asset in r.assets), *(c.asset for c in comparisons)],
         jobs=[
-            # What `reverify run` and `reverify run --judge-failed-only` materialize, launchable from the UI
-            # (materializing every asset at once would run both flows on one output).
-            dg.define_asset_job("reverify_run", selection=[*RESCORING_FLOW.selection, RESCORING_FLOW.metrics_asset]),
-            dg.define_asset_job(
-                "reverify_judge_recovery", selection=[*RECOVERY_FLOW.selection, RECOVERY_FLOW.metrics_asset]
-            ),
+            # What `reverify run` and `reverify run --judge-failed-only` run, launchable and re-executable here.
+            *FLOW_JOBS,
             *(job for r in rescorings for job in (r.shard_job, r.aggregate_job)),
             *(c.job for c in comparisons),
         ],

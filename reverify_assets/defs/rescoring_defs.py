@@ -28,6 +28,7 @@ from reverify_assets.defs.metadata import (
     sidecar_metadata,
     stored_flips_metadata,
 )
+from reverify_assets.defs.run_tags import CONFIG_TAG, RESCORING_TAG, VARIANT_TAG
 from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources
@@ -48,7 +49,6 @@ FAILURE_RATE = "failure_rate_within_limit"
 ONE_CONFIG = "one_verifier_config"
 SHARD_DIMENSION = "shard"
 CONFIG_DIMENSION = "verifier_config"
-RESCORING_TAG = "reverify/rescoring"  # on every shard run, however launched
 SHARD_TAG = f"dagster/partition/{SHARD_DIMENSION}"  # Dagster's own tag, one per dimension
 
 
@@ -197,6 +197,8 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         yield dg.Output(None, metadata=metadata, data_version=content_version(layout.merged))
         yield one_config_result(summary, setup.config_hash)
 
+    # However a run of this rescoring is launched (the UI, the schedule, the CLI), it says which one it is.
+    job_tags = {RESCORING_TAG: name, CONFIG_TAG: setup.config_hash, **({VARIANT_TAG: variant} if variant else {})}
     return RescoringDefs(
         spec=spec,
         variant=variant,
@@ -211,13 +213,9 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         aggregate_key=aggregate_key,
         assets=[rescore_shard, aggregate_metrics],
         shard_job=dg.define_asset_job(
-            f"{name}_shards_job",
-            selection=[payloads_key, reverified_key, failures_key],
-            tags={RESCORING_TAG: name},
+            f"{name}_shards_job", selection=[payloads_key, reverified_key, failures_key], tags=job_tags
         ),
-        aggregate_job=dg.define_asset_job(
-            f"{name}_aggregate_job", selection=[aggregate_key], tags={RESCORING_TAG: name}
-        ),
+        aggregate_job=dg.define_asset_job(f"{name}_aggregate_job", selection=[aggregate_key], tags=job_tags),
     )
 
 

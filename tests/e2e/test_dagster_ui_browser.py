@@ -1,9 +1,11 @@
 """The Dagster UI as a user drives it, in headless Chromium: after a verifier edit the shards show as needing
 work, one backfill of the missing partitions re-scores exactly them, and the aggregate that follows is complete
-and equal to the command line's. Screenshots of every step land in the test's ``screenshots`` folder."""
+and equal to the command line's; a `reverify run` is re-executed from its run's page. Screenshots of every step
+land in the test's ``screenshots`` folder."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -18,7 +20,7 @@ from tests.support.cli import run_args, run_reverify
 from tests.support.dagster_ui import running_ui
 from tests.support.instance import open_instance
 from tests.support.process_tree import wait_until
-from tests.support.project import STRICT, Project, make_project
+from tests.support.project import LENIENT, STRICT, Project, make_project
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +43,16 @@ def test_a_verifier_edit_shows_stale_shards_and_one_backfill_gives_the_cli_aggre
     first = run_reverify("backfill", project.name, home=home, cwd=project.root)
     assert first.returncode == 0 and f"aggregate: {SHARDS * 40} rows" in first.stdout, first.stdout + first.stderr
     original = rescoring_of(project)
+    ad_hoc = tmp_path / "ad_hoc" / "reverified.jsonl"
+    config = project.root / "configs" / "mcqa.yaml"
+    # --overwrite: what its re-execution does again (without it, the re-execution refuses the output it made).
+    flags = (LENIENT, "--overwrite")
+    cli_run = run_reverify(
+        *run_args(config, project.inputs, project.rollouts, ad_hoc, *flags), home=home, cwd=project.root
+    )
+    assert cli_run.returncode == 0, cli_run.stderr
+    [cli_run_id] = re.findall(r"Dagster run: (\S+)", cli_run.stdout)
+    ad_hoc_rows = ad_hoc.read_bytes()
     shard_page = f"/assets/{project.name}/reverified_shard?view=partitions"
 
     with running_ui(project.root, home, tmp_path / "ui.log") as url, chromium(url, tmp_path / "screenshots") as page:
@@ -75,6 +87,15 @@ def test_a_verifier_edit_shows_stale_shards_and_one_backfill_gives_the_cli_aggre
             )
             page.wait_for(f"//*[contains(text(), 'Materialized ({SHARDS})')]", "the shards current")
             page.screenshot("current-again-after-undoing-the-edit")
+
+            # The CLI's run is a run of the code location's job: re-executed from its page, with its files and flags.
+            page.open(f"/runs/{cli_run_id}")
+            page.wait_for("//*[contains(., 'reverify_run')]", "the CLI run's job")
+            page.click("//button[contains(., 'Re-execute all')]", "Re-execute all")
+            assert wait_until(lambda: reexecution_of(home, cli_run_id) == "SUCCESS", BACKFILL_S, poll_s=2), (
+                f"the re-execution of {cli_run_id} never succeeded: {reexecution_of(home, cli_run_id)}"
+            )
+            page.screenshot("cli-run-re-executed")
         except BaseException:
             page.screenshot("failure")
             raise
@@ -87,9 +108,10 @@ def test_a_verifier_edit_shows_stale_shards_and_one_backfill_gives_the_cli_aggre
         edited.partition_key(f"main.s{n:05d}") for n in range(SHARDS)
     ], "the backfill re-scored exactly the stale shards"
 
+    assert ad_hoc.read_bytes() == ad_hoc_rows, "the re-execution wrote the run's output again, the same"
+
     # The command line on the same files and config: the same rows, bytes and metrics.
     unsharded = tmp_path / "unsharded.jsonl"
-    config = project.root / "configs" / "mcqa.yaml"
     cli = run_reverify(*run_args(config, project.inputs, project.rollouts, unsharded, STRICT), home=tmp_path / "cli")
     assert cli.returncode == 0, cli.stderr
     assert edited.layout.merged.read_bytes() == unsharded.read_bytes()
@@ -123,6 +145,13 @@ def launch_backfill_of_missing(page: Page) -> None:
     launch = "//button[normalize-space()='Launch backfill']"
     page.click(launch, "Launch backfill")
     page.until(lambda: page.visible(launch) is None, "the dialog closed on the backfill's launch")
+
+
+def reexecution_of(home: Path, parent: str) -> str | None:
+    """The status of the latest run re-executing ``parent``."""
+    with open_instance(home) as instance:
+        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": parent}), limit=1)
+    return runs[0].status.value if runs else None
 
 
 def aggregate_of(home: Path, rescoring: RescoringDefs) -> dict[str, object] | None:

@@ -15,6 +15,7 @@ import pytest
 from tests.support.cli import read_jsonl, run_with_config, write_jsonl
 from tests.support.echoing_judge import EchoingJudge, masked_forms
 from tests.support.fake_verifier import FakeVerifier
+from tests.support.instance import open_instance
 from tests.support.judge_rows import message
 
 pytestmark = pytest.mark.slow
@@ -111,4 +112,22 @@ def test_a_nemo_gym_server_that_quotes_the_key_is_redacted_by_the_cli(
         "judge call failed: HTTP 401: Incorrect API key provided: [REDACTED]****"
     ] * 2
     assert len(read_jsonl(output)) == 2
+    assert_no_run_of_the_key(tmp_path, result.stdout, result.stderr)
+
+
+def test_a_key_given_as_an_override_is_not_kept_in_the_run_config(tmp_path: Path) -> None:
+    """The run's config is its run config, which Dagster stores and shows: the override holding the key is there
+    redacted, and the run itself had it as given."""
+    inputs, rollouts = qa_dataset(tmp_path)
+    output = tmp_path / "out" / "reverified.jsonl"
+    override = f"++judge.resources_servers.equivalence_judge.openai_api_key={KEY}"
+    with FakeVerifier() as server:
+        config = judge_config(tmp_path, f"      url: {server.url}\n")
+        result = run_with_config(config, inputs, rollouts, output, override, home=tmp_path / "dagster_home")
+    assert result.returncode == 0, result.stderr
+    assert len(read_jsonl(output)) == 2, "the second task's rows are scored (the first's fail the judge)"
+    with open_instance(tmp_path / "dagster_home") as instance:
+        [run] = instance.get_runs()
+    shown = run.run_config["resources"]["rescoring"]["config"]["overrides"]
+    assert shown == ["++judge.resources_servers.equivalence_judge.openai_api_key=[REDACTED]"], shown
     assert_no_run_of_the_key(tmp_path, result.stdout, result.stderr)
