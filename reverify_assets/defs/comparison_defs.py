@@ -1,6 +1,6 @@
 """One comparison asset per rescoring with two or more verifier variants: each variant against the first.
 
-    <name>/<variant>/aggregate_metrics (every variant) ─> <name>/comparison   (group <name>__comparison)
+    <name>/<variant>/aggregate_metrics_<variant> (every variant) ─> <name>/comparison   (group <name>__comparison)
 
 It compares the variants' merged outputs as ``reverify compare`` does and writes each pair's report and
 flips under ``<output_dir>/comparison/``; its metadata shows the 2×2 tables, the headline figures (also as
@@ -76,8 +76,8 @@ def build_comparison(variants: Sequence[RescoringDefs]) -> ComparisonDefs | None
                         f"cannot compare {pair.baseline} with {pair.candidate}: the merged output of variant "
                         f"{variant!r} ({exc.path}) mixes rows of {len(exc.configs)} verifier configs: "
                         f"{describe_configs(exc.configs)}. A comparison needs one config per side: the "
-                        f"`{ONE_CONFIG}` check of {spec.name}/{variant}/aggregate_metrics counts the rows of each; "
-                        "re-score the shards holding the others."
+                        f"`{ONE_CONFIG}` check of {spec.name}/{variant}/aggregate_metrics_{variant} counts the rows "
+                        "of each; re-score the shards holding the others."
                     ),
                     metadata={"merged output": dg.MetadataValue.path(str(exc.path))},
                 ) from exc

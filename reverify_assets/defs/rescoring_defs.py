@@ -91,12 +91,17 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     setup = load_verifier_setup(*spec.verifier_of(variant))
     layout = RescoringLayout(spec, setup.config_hash, variant)
     name = spec.name if variant is None else f"{spec.name}__{variant}"
-    prefix = [spec.name] if variant is None else [spec.name, variant]
     shards = dg.DynamicPartitionsDefinition(name=f"{spec.name}_shards")
     configs = dg.StaticPartitionsDefinition([setup.config_hash])
     partitions = dg.MultiPartitionsDefinition({SHARD_DIMENSION: shards, CONFIG_DIMENSION: configs})
-    payloads_key, reverified_key = dg.AssetKey([*prefix, "shard_payloads"]), dg.AssetKey([*prefix, "reverified_shard"])
-    failures_key, aggregate_key = dg.AssetKey([*prefix, "shard_failures"]), dg.AssetKey([*prefix, "aggregate_metrics"])
+    payloads_key, reverified_key = (
+        asset_key(spec, variant, "shard_payloads"),
+        asset_key(spec, variant, "reverified_shard"),
+    )
+    failures_key, aggregate_key = (
+        asset_key(spec, variant, "shard_failures"),
+        asset_key(spec, variant, "aggregate_metrics"),
+    )
 
     def check(check_name: str, asset: dg.AssetKey, description: str) -> dg.AssetCheckSpec:
         with warnings.catch_warnings():  # partitioned checks are a preview; they say which shard they checked
@@ -217,6 +222,14 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         ),
         aggregate_job=dg.define_asset_job(f"{name}_aggregate_job", selection=[aggregate_key], tags=job_tags),
     )
+
+
+def asset_key(spec: RescoringSpec, variant: str | None, asset: str) -> dg.AssetKey:
+    """``<name>/<asset>``, or ``<name>/<variant>/<asset>_<variant>``: the UI labels a node by its key's last part,
+    and the comparison's parents, one per variant, must not all read ``aggregate_metrics``."""
+    if variant is None:
+        return dg.AssetKey([spec.name, asset])
+    return dg.AssetKey([spec.name, variant, f"{asset}_{variant}"])
 
 
 def _shard_of(context: dg.AssetExecutionContext, config_hash: str) -> str:

@@ -97,7 +97,10 @@ def test_a_variant_output_of_mixed_configs_fails_the_step_naming_the_variant(tmp
     [failure] = [event for event in result.all_events if event.is_step_failure]
     message = failure.step_failure_data.error.message
     assert f"the merged output of variant 'lenient' ({lenient}) mixes rows of 2 verifier configs" in message
-    assert f"`one_verifier_config` check of {comparison.variants[0].spec.name}/lenient/aggregate_metrics" in message
+    assert (
+        f"`one_verifier_config` check of {comparison.variants[0].spec.name}/lenient/aggregate_metrics_lenient"
+        in message
+    )
     assert not (comparison.variants[0].spec.outputs / "comparison").exists()
 
 
@@ -143,7 +146,7 @@ def test_backfill_compares_the_variants_after_their_aggregates_as_reverify_compa
             variant: [
                 latest_materialization_of(
                     instance,
-                    f"mcqa_grading_modes/{variant}/reverified_shard",
+                    f"mcqa_grading_modes/{variant}/reverified_shard_{variant}",
                     variant_defs[variant].partition_key(shard),
                 )
                 for shard in ("main.s00000", "main.s00001", "main.s00002")
@@ -185,7 +188,7 @@ def test_backfill_compares_the_variants_after_their_aggregates_as_reverify_compa
     assert ok, described
     with open_instance(home) as instance:
         resumed = latest_materialization_of(
-            instance, "mcqa_grading_modes/lenient/reverified_shard", lenient_defs.partition_key("main.s00002")
+            instance, "mcqa_grading_modes/lenient/reverified_shard_lenient", lenient_defs.partition_key("main.s00002")
         )
     assert resumed["rows verified this run"] == 30 and resumed["rows compared with original"] == 100
     assert (
