@@ -35,6 +35,7 @@ from reverify_assets.lib.route_fields import RouteTable
 # "carried": rollouts whose rows are carried over as they are (judge recovery's successes): no response needed.
 KINDS = ("inputs", "rollouts", "carried")
 ORPHANED = 3  # the exit status of a scan whose caller died: nobody reads it
+REMOVE_PASSES = 3  # of the scratch folder, when the caller died (see _remove)
 
 
 class ScanFailed(Exception):
@@ -157,7 +158,13 @@ def _files_of(output: Path) -> list[Path]:
 def _remove(leftovers: list[Path]) -> None:
     for path in leftovers:
         if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+            # A caller killed as the scan starts: the scan's own thread may create its output in the folder while
+            # it is being removed, and the folder stays. Once the folder is gone nothing can be created in it, and
+            # the scan creates its output once: a second pass removes what the first missed.
+            for _ in range(REMOVE_PASSES):
+                shutil.rmtree(path, ignore_errors=True)
+                if not path.exists():
+                    break
         else:
             path.unlink(missing_ok=True)
 
