@@ -154,12 +154,13 @@ def _run(
 ) -> dg.ExecuteInProcessResult:
     """One in-process run of a job of the code location, on the CLI's instance; a failure is in the result, for
     the caller to describe."""
-    definitions = dg.Definitions(assets=assets, jobs=[job], resources={"io_manager": RunScopedIOManager()})
     with _instance() as instance:
         capture_deaf_to_ctrl_c(instance)
         try:
             return run_job(
-                definitions.resolve_job_def(job.name),
+                job,
+                assets,
+                {"io_manager": RunScopedIOManager()},
                 instance,
                 project=project,
                 run_config=IN_PROCESS_RUN_CONFIG,

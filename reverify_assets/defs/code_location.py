@@ -9,12 +9,13 @@ the run's origin: "Re-execute" then launches the job there with the run's own co
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._core.remote_origin import (
     ManagedGrpcPythonEnvCodeLocationOrigin,
     RemoteJobOrigin,
@@ -38,7 +39,9 @@ def remote_origin(job_name: str, project: Path) -> RemoteJobOrigin:
 
 
 def run_job(
-    job: dg.JobDefinition,
+    job: UnresolvedAssetJobDefinition,
+    assets: Sequence[dg.AssetsDefinition],
+    resources: Mapping[str, Any],
     instance: dg.DagsterInstance,
     *,
     project: Path,
@@ -48,9 +51,11 @@ def run_job(
     asset_selection: list[dg.AssetKey] | None = None,
     raise_on_error: bool = True,
 ) -> dg.ExecuteInProcessResult:
-    """``job`` in this process, its run recorded as the code location's (see the module's docstring)."""
+    """``job`` (one the code location defines too, over ``assets``) in this process, its run recorded as the code
+    location's (see the module's docstring)."""
+    resolved = dg.Definitions(assets=assets, jobs=[job], resources=resources).resolve_job_def(job.name)
     with _runs_originate_in(instance, remote_origin(job.name, project)):
-        return job.execute_in_process(
+        return resolved.execute_in_process(
             run_config=dict(run_config),
             instance=instance,
             partition_key=partition_key,

@@ -109,7 +109,9 @@ def materialize_rescoring(
             before_run()
         try:
             result = run_job(
-                _job(flow),
+                flow_job(flow),
+                ALL_ASSETS,
+                {"rescoring": RescoringResource.configure_at_launch(), "io_manager": RunScopedIOManager()},
                 instance,
                 project=Path.cwd(),
                 run_config=run_config_of(rescoring),
@@ -141,15 +143,6 @@ def materialize_rescoring(
 def run_config_of(rescoring: RescoringResource) -> dict[str, Any]:
     """Everything the run reads and writes, as run config: what a re-execution from the UI runs again."""
     return {**IN_PROCESS_RUN_CONFIG, "resources": {"rescoring": {"config": rescoring.model_dump()}}}
-
-
-def _job(flow: Flow) -> dg.JobDefinition:
-    definitions = dg.Definitions(
-        assets=ALL_ASSETS,
-        jobs=FLOW_JOBS,
-        resources={"rescoring": RescoringResource.configure_at_launch(), "io_manager": RunScopedIOManager()},
-    )
-    return definitions.resolve_job_def(flow.job_name)
 
 
 def _output(result: dg.ExecuteInProcessResult, flow: Flow, asset: str) -> OutputHandle:

@@ -94,13 +94,9 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     shards = dg.DynamicPartitionsDefinition(name=f"{spec.name}_shards")
     configs = dg.StaticPartitionsDefinition([setup.config_hash])
     partitions = dg.MultiPartitionsDefinition({SHARD_DIMENSION: shards, CONFIG_DIMENSION: configs})
-    payloads_key, reverified_key = (
-        asset_key(spec, variant, "shard_payloads"),
-        asset_key(spec, variant, "reverified_shard"),
-    )
-    failures_key, aggregate_key = (
-        asset_key(spec, variant, "shard_failures"),
-        asset_key(spec, variant, "aggregate_metrics"),
+    payloads_key, reverified_key, failures_key, aggregate_key = (
+        asset_key(spec, variant, asset)
+        for asset in ("shard_payloads", "reverified_shard", "shard_failures", "aggregate_metrics")
     )
 
     def check(check_name: str, asset: dg.AssetKey, description: str) -> dg.AssetCheckSpec:
@@ -148,7 +144,9 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         if not planned.is_sound:  # the join checks block the verification, here in the same step
             raise dg.Failure(f"shard {shard}: {_join_problems(planned)}: not verified")
         verified = verify_shard(planned, layout, setup)
-        yield from _verified_events(reverified_key, failures_key, verified, setup.config_hash, spec.max_failure_rate)
+        yield from _verified_events(
+            reverified_key, failures_key, shard, verified, setup.config_hash, spec.max_failure_rate
+        )
 
     @dg.asset(
         key=aggregate_key,
@@ -299,7 +297,12 @@ def _join_problems(planned: PlannedShard) -> str:
 
 
 def _verified_events(
-    rows_key: dg.AssetKey, failures_key: dg.AssetKey, verified: VerifiedShard, config_hash: str, limit: float
+    rows_key: dg.AssetKey,
+    failures_key: dg.AssetKey,
+    shard: str,
+    verified: VerifiedShard,
+    config_hash: str,
+    limit: float,
 ) -> Iterator[Any]:
     result = verified.result
     metadata: dict[str, Any] = {
@@ -325,7 +328,7 @@ def _verified_events(
         check_name=FAILURE_RATE,
         passed=verified.failure_rate <= limit,
         metadata={
-            "shard": result.files.output.stem,
+            "shard": shard,
             "failure rate": figure(verified.failure_rate),
             "limit": limit,
         },

@@ -48,10 +48,9 @@ class ShardPartitions:
 
     def split(self, key: str) -> tuple[str, str] | None:
         """(shard, config hash) of a partition key; None for a key of another shape (of an older layout)."""
-        parts = key.split("|")
-        if len(parts) != 2:
+        if key.count("|") != 1:
             return None
-        by_dimension = dict(zip(sorted((self.shard_dimension, self.config_dimension)), parts, strict=True))
+        by_dimension = self.partitions.get_partition_key_from_str(key).keys_by_dimension
         return by_dimension[self.shard_dimension], by_dimension[self.config_dimension]
 
 
