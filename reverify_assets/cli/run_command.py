@@ -16,15 +16,16 @@ from pydantic import ValidationError
 
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import ReverifyError, UsageError, WriteError
-from reverify_assets.lib import prefetch
 from reverify_assets.lib.file_names import RunFiles, unsafe_path
 from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.lib.prefetch import PrefetchedWork, start_import
 from reverify_assets.lib.resume_cache import max_attempts_from
 from reverify_assets.lib.source_files import check_source_file
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import check_fresh_output, check_sources_kept
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup, rollouts_scan_limit
+from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.startup_prefetch import PrefetchedInputs
 from reverify_assets.verifier.launcher import prestarted_servers
 
@@ -111,25 +112,26 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
 
 
 def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
-    servers = prestarted_servers(list(setup.topology.servers.values()), setup.config)
     limit = rollouts_scan_limit(options.limit, options.judge_failed_only)
     join_with = None if options.judge_failed_only else setup
     # Next to the runs' work folders (DAGSTER_HOME/reverify_work), so that moving the inputs index written during
     # the start-up into its run's folder is one rename (a copy if the instance keeps its files elsewhere).
     index_folder = ensure_dagster_home() / "reverify_work"
     index_folder.mkdir(exist_ok=True)
+    work = PrefetchedWork()
     prefetched = PrefetchedInputs(
         options.inputs,
         options.rollouts,
         limit=limit,
         join_with=join_with,
+        work=work,
         index_folder=index_folder,
         require_response=not options.judge_failed_only,  # recovery carries the successes over as they are
     )
-    with servers, prefetched:
+    with prestarted_servers(list(setup.topology.servers.values()), setup.config) as servers, prefetched:
         # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that
         # an input error is said as soon as it is found.
-        prefetched.wait_for(prefetch.start_import("reverify_assets.defs.materialization"))
+        prefetched.wait_for(start_import("reverify_assets.defs.materialization"))
         from reverify_assets.cli.summary import print_run_summary
         from reverify_assets.defs.materialization import materialize_rescoring
         from reverify_assets.defs.resources import RescoringResource
@@ -142,5 +144,6 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
             aggregate=not options.disable_aggregation,
             tags={OUTPUT_TAG: str(options.output), CONFIG_TAG: setup.config_hash, COMMAND_TAG: "run"},
             before_run=prefetched.wait,
+            startup=StartupHandoff(work, servers),
         )
     print_run_summary(run, recovery=options.judge_failed_only, disable_aggregation=options.disable_aggregation)

@@ -45,6 +45,7 @@ from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_summary import summarize_output
 from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, rollouts_scan_limit
 from reverify_assets.pipeline.shard_merge import index_shards
+from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.startup_prefetch import (
     hand_over_plan,
     read_plan,
@@ -64,44 +65,55 @@ MIXED_PROVENANCE_CHECK = "one_verifier_config"
 log = logging.getLogger("reverify")
 
 
-@dg.asset(group_name=RESCORING, description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key.")
-def materialized_inputs(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
+@dg.asset(
+    group_name=RESCORING,
+    description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key.",
+)
+def materialized_inputs(
+    context: dg.AssetExecutionContext, rescoring: RescoringResource, startup: dg.ResourceParam[StartupHandoff]
+) -> dg.Output[IndexHandle]:
     source = Path(rescoring.inputs)
     target = work_dir(context) / "materialized_inputs.parquet"
-    rows, routes = write_inputs_index(source, target)
+    rows, routes = write_inputs_index(source, target, startup.work)
     handle = IndexHandle(source=str(source), index=str(target), rows=rows, routes=routes)
     return dg.Output(
         handle,
         metadata={"file": dg.MetadataValue.path(str(source)), "rows": rows},
-        data_version=content_version(source),
+        data_version=content_version(source, prefetched=startup.work),
     )
 
 
-@dg.asset(group_name=RESCORING, description="The stored rollouts (responses and original rewards), indexed by key.")
-def rollouts(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
+@dg.asset(
+    group_name=RESCORING,
+    description="The stored rollouts (responses and original rewards), indexed by key.",
+)
+def rollouts(
+    context: dg.AssetExecutionContext, rescoring: RescoringResource, startup: dg.ResourceParam[StartupHandoff]
+) -> dg.Output[IndexHandle]:
     source = Path(rescoring.rollouts)
     # In judge recovery these rows are the successes, carried over as they are: none is re-verified.
     limit = rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only)
-    index = scan_rollouts(source, limit=limit, require_response=not rescoring.judge_failed_only)
+    index = scan_rollouts(source, startup.work, limit=limit, require_response=not rescoring.judge_failed_only)
     target = work_dir(context) / "rollouts.parquet"
     write_parquet_atomic(index.frame, target)
     return dg.Output(
         IndexHandle(source=str(source), index=str(target), rows=index.rows),
         metadata={"file": dg.MetadataValue.path(str(source)), "rows": index.rows},
-        data_version=content_version(source),
+        data_version=content_version(source, prefetched=startup.work),
     )
 
 
 def _plan(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
+    startup: StartupHandoff,
     inputs: IndexHandle,
     responses: IndexHandle,
     exclude: IndexHandle | None = None,
 ) -> dg.Output[PlanHandle]:
     setup = rescoring.verifier_setup()
     limit = rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only)
-    plan = take_prefetched_plan(Path(inputs.source), Path(responses.source), limit, setup.config_hash)
+    plan = take_prefetched_plan(startup.work, Path(inputs.source), Path(responses.source), limit, setup.config_hash)
     if plan is None:
         inputs_frame = pl.read_parquet(inputs.index)
         inputs_index = InputsIndex(
@@ -113,7 +125,7 @@ def _plan(
         plan = plan.join(pl.read_parquet(exclude.index).select(KEY_COLUMNS), on=KEY_COLUMNS, how="anti")
     target = work_dir(context) / f"{context.asset_key.to_python_identifier()}.parquet"
     write_parquet_atomic(plan, target)
-    hand_over_plan(target, plan)
+    hand_over_plan(startup.work, target, plan)
     handle = PlanHandle(
         inputs=inputs.source,
         rollouts=responses.source,
@@ -139,19 +151,26 @@ def _plan(
 def verify_payloads(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
+    startup: dg.ResourceParam[StartupHandoff],
     materialized_inputs: IndexHandle,
     rollouts: IndexHandle,
 ) -> dg.Output[PlanHandle]:
-    return _plan(context, rescoring, materialized_inputs, rollouts)
+    return _plan(context, rescoring, startup, materialized_inputs, rollouts)
 
 
 def _verify(
-    rescoring: RescoringResource, payloads: PlanHandle, names: tuple[str, str], *, against_stored: bool
+    rescoring: RescoringResource,
+    startup: StartupHandoff,
+    payloads: PlanHandle,
+    names: tuple[str, str],
+    *,
+    against_stored: bool,
 ) -> Iterator[dg.Output[OutputHandle]]:
     """``against_stored``: count the output's flips against the rewards its rollouts stored."""
     step = rescoring.verify_step(responses=payloads.rollouts)
-    plan = read_plan(Path(payloads.plan))
-    result = run_verification(plan, rescoring.verifier_setup(), step, on_progress=_log_progress)
+    plan = read_plan(startup.work, Path(payloads.plan))
+    setup = rescoring.verifier_setup()
+    result = run_verification(plan, setup, step, on_progress=_log_progress, prestarted=startup.servers)
     stats, files, config_hash = result.stats, result.files, payloads.config_hash
     rows_name, failures_name = names
     # A run that added to an earlier output reports the whole file, not only what it wrote.
@@ -183,14 +202,22 @@ def _verify(
     },
 )
 def reverify(
-    context: dg.AssetExecutionContext, rescoring: RescoringResource, verify_payloads: PlanHandle
+    context: dg.AssetExecutionContext,
+    rescoring: RescoringResource,
+    startup: dg.ResourceParam[StartupHandoff],
+    verify_payloads: PlanHandle,
 ) -> Iterator[dg.Output[OutputHandle]]:
     """Every row's /verify call, asyncio inside this one step; the servers live exactly as long as it."""
-    yield from _verify(rescoring, verify_payloads, names=("reverified_rows", "reverify_failures"), against_stored=True)
+    names = ("reverified_rows", "reverify_failures")
+    yield from _verify(rescoring, startup, verify_payloads, names=names, against_stored=True)
 
 
 def _aggregate(
-    rescoring: RescoringResource, rows: OutputHandle, expected: list[PlannedKeys], sidecars: list[Path]
+    rescoring: RescoringResource,
+    startup: StartupHandoff,
+    rows: OutputHandle,
+    expected: list[PlannedKeys],
+    sidecars: list[Path],
 ) -> dg.Output[OutputHandle | None]:
     """``expected``: the keys the run planned; ``sidecars``: where its failed rows are (see ``coverage_count``)."""
     output = Path(rows.path)
@@ -200,7 +227,9 @@ def _aggregate(
     sources = CoverageSources.of([*sidecars, sidecar_path(output)], expected)
     try:
         with closing(in_key_order):
-            entries = run_aggregation(in_key_order, rescoring.verifier_setup(), target, sources)
+            entries = run_aggregation(
+                in_key_order, rescoring.verifier_setup(), target, sources, prestarted=startup.servers
+            )
     except AggregateMetricsFailed as exc:
         raise _unfinished(rescoring, output, rows.rows, exc) from exc
     if entries is None:
@@ -219,16 +248,20 @@ def _aggregate(
     )
 
 
-@dg.asset(group_name=RESCORING, description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server.")
+@dg.asset(
+    group_name=RESCORING,
+    description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server.",
+)
 def aggregate_metrics(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
+    startup: dg.ResourceParam[StartupHandoff],
     reverified_rows: OutputHandle,
     verify_payloads: PlanHandle,
 ) -> dg.Output[OutputHandle | None]:
     """Each entry's coverage counts the rows of ``verify_payloads`` (the join) the output lacks."""
     expected = PlannedKeys.read_plan(Path(verify_payloads.plan), Path(verify_payloads.inputs))
-    return _aggregate(rescoring, reverified_rows, [expected], [])
+    return _aggregate(rescoring, startup, reverified_rows, [expected], [])
 
 
 @dg.asset(
@@ -247,16 +280,20 @@ def judge_failures(context: dg.AssetExecutionContext, rescoring: RescoringResour
     )
 
 
-@dg.asset(group_name=RECOVERY, description="The /verify requests that re-judge the stored responses of the failures.")
+@dg.asset(
+    group_name=RECOVERY,
+    description="The /verify requests that re-judge the stored responses of the failures.",
+)
 def recovery_payloads(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
+    startup: dg.ResourceParam[StartupHandoff],
     materialized_inputs: IndexHandle,
     judge_failures: IndexHandle,
     rollouts: IndexHandle,
 ) -> dg.Output[PlanHandle]:
     """A key that failed the judge once and later succeeded is a success: it is carried over, never re-judged."""
-    return _plan(context, rescoring, materialized_inputs, judge_failures, exclude=rollouts)
+    return _plan(context, rescoring, startup, materialized_inputs, judge_failures, exclude=rollouts)
 
 
 @dg.multi_asset(
@@ -267,13 +304,15 @@ def recovery_payloads(
     },
 )
 def recover(
-    context: dg.AssetExecutionContext, rescoring: RescoringResource, recovery_payloads: PlanHandle
+    context: dg.AssetExecutionContext,
+    rescoring: RescoringResource,
+    startup: dg.ResourceParam[StartupHandoff],
+    recovery_payloads: PlanHandle,
 ) -> Iterator[dg.Output[OutputHandle]]:
     """No reverify-mode guard: these rows were judged by this verifier once already, and failed. No flips against
     stored rewards: what these rows stored is a judge failure, not a verdict."""
-    yield from _verify(
-        rescoring, recovery_payloads, names=("recovered_rows", "recovery_failures"), against_stored=False
-    )
+    names = ("recovered_rows", "recovery_failures")
+    yield from _verify(rescoring, startup, recovery_payloads, names=names, against_stored=False)
 
 
 @dg.asset(
@@ -327,10 +366,14 @@ def merged_rollouts(
     )
 
 
-@dg.asset(group_name=RECOVERY, description="The aggregate metrics of the merged output, as a clean run would give.")
+@dg.asset(
+    group_name=RECOVERY,
+    description="The aggregate metrics of the merged output, as a clean run would give.",
+)
 def merged_aggregate_metrics(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
+    startup: dg.ResourceParam[StartupHandoff],
     merged_rollouts: OutputHandle,
     rollouts: IndexHandle,
 ) -> dg.Output[OutputHandle | None]:
@@ -338,7 +381,7 @@ def merged_aggregate_metrics(
     that was not recovered (another class, or beyond --limit) is a failed row of the merged output."""
     expected = PlannedKeys.from_index(pl.read_parquet(rollouts.index), Path(rollouts.source))
     source_sidecar = source_failures_path(Path(rescoring.rollouts))
-    return _aggregate(rescoring, merged_rollouts, [expected], [source_sidecar])
+    return _aggregate(rescoring, startup, merged_rollouts, [expected], [source_sidecar])
 
 
 def _unfinished(rescoring: RescoringResource, output: Path, rows: int, exc: AggregateMetricsFailed) -> ReverifyError:

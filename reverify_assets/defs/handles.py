@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 from pydantic import BaseModel
 
-from reverify_assets.lib.prefetch import file_digest
+from reverify_assets.lib.prefetch import PrefetchedWork
 
 
 class IndexHandle(BaseModel):
@@ -44,8 +44,10 @@ def work_dir(context: dg.AssetExecutionContext) -> Path:
     return path
 
 
-def content_version(*paths: Path) -> dg.DataVersion:
+def content_version(*paths: Path, prefetched: PrefetchedWork | None = None) -> dg.DataVersion:
+    """``prefetched``: where the command's start-up may have begun the files' digests."""
+    work = prefetched or PrefetchedWork()
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(file_digest(path))
+        digest.update(work.file_digest(path))
     return dg.DataVersion(digest.hexdigest()[:16])

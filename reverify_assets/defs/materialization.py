@@ -19,10 +19,11 @@ from reverify_assets.defs.code_location import run_job
 from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
-from reverify_assets.defs.resources import RescoringResource
+from reverify_assets.defs.resources import RescoringResource, startup_resource
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import interrupts
+from reverify_assets.pipeline.startup_handoff import StartupHandoff
 
 # Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead. One process, as
 # on the command line, for the run and for its re-execution from the UI.
@@ -97,9 +98,10 @@ def materialize_rescoring(
     aggregate: bool,
     tags: dict[str, str] | None = None,
     before_run: Callable[[], None] | None = None,
+    startup: StartupHandoff | None = None,
 ) -> MaterializedRun:
     """``before_run`` is called once the instance is open, before the run is created: a check that fails
-    there leaves no failed run behind."""
+    there leaves no failed run behind. ``startup``: what the command prepared for the run."""
     flow = RECOVERY_FLOW if rescoring.judge_failed_only else RESCORING_FLOW
     selection = [*flow.selection, flow.metrics_asset] if aggregate else list(flow.selection)
     ensure_dagster_home()
@@ -111,7 +113,11 @@ def materialize_rescoring(
             result = run_job(
                 flow_job(flow),
                 ALL_ASSETS,
-                {"rescoring": RescoringResource.configure_at_launch(), "io_manager": RunScopedIOManager()},
+                {
+                    "rescoring": RescoringResource.configure_at_launch(),
+                    "startup": startup_resource(startup),
+                    "io_manager": RunScopedIOManager(),
+                },
                 instance,
                 project=Path.cwd(),
                 run_config=run_config_of(rescoring),

@@ -16,7 +16,7 @@ from reverify_assets.defs.automation import (
 from reverify_assets.defs.comparison_defs import build_comparison
 from reverify_assets.defs.materialization import FLOW_JOBS
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
-from reverify_assets.defs.resources import RescoringResource
+from reverify_assets.defs.resources import RescoringResource, startup_resource
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.rescoring.spec import load_rescorings
 
@@ -49,6 +49,7 @@ def build_definitions(root: Path) -> dg.Definitions:
         ],
         resources={
             "io_manager": RunScopedIOManager(),
+            "startup": startup_resource(),  # a run launched here has no command's start-up: it does its own
             # Materializing the `reverify` group from the UI re-scores the bundled sample into results/ui/;
             # the CLI runs the same assets with its own paths.
             "rescoring": RescoringResource(

@@ -1,8 +1,9 @@
-"""The Dagster resource that says what one rescoring reads, which verifier it uses and where it writes.
+"""The Dagster resources of a run: what one rescoring reads, which verifier it uses and where it writes
+(``RescoringResource``), and what the command's start-up prepared for it (``startup_resource``).
 
-Its config is the run config of the run, which Dagster keeps and shows as it is: an override holding a secret (an
-API key given on the command line) appears there redacted, and the overrides as given are read from the
-environment variable ``secret_overrides_env`` names, set by the command line for its own run.
+The rescoring's config is the run config of the run, which Dagster keeps and shows as it is: an override holding
+a secret (an API key given on the command line) appears there redacted, and the overrides as given are read from
+the environment variable ``secret_overrides_env`` names, set by the command line for its own run.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 import orjson
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import process_secrets
@@ -20,6 +21,7 @@ from reverify_assets.lib.resume_cache import max_attempts_from
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
+from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.verification import VerifyStep
 
 SECRET_OVERRIDES_ENV = "REVERIFY_RUN_OVERRIDES"
@@ -45,6 +47,8 @@ class RescoringResource(dg.ConfigurableResource):
     concurrency: int = DEFAULT_CONCURRENCY
     max_attempts: int | None = Field(default=None, description="else $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3")
     allow_mixed_configs: bool = Field(default=False, description="resume an output another verifier config began")
+    # Loaded once per run's process (the CLI's runs have one): each step that needs it gets the same.
+    _setup: VerifierSetup | None = PrivateAttr(default=None)
 
     @classmethod
     def for_run(cls, options: RunOptions) -> RescoringResource:
@@ -74,7 +78,9 @@ class RescoringResource(dg.ConfigurableResource):
         return list(orjson.loads(given))
 
     def verifier_setup(self) -> VerifierSetup:
-        return load_verifier_setup([Path(p) for p in self.config_paths], self.given_overrides())
+        if self._setup is None:
+            self._setup = load_verifier_setup([Path(p) for p in self.config_paths], self.given_overrides())
+        return self._setup
 
     def verify_step(self, *, responses: str) -> VerifyStep:
         policy = OutputPolicy(
@@ -94,3 +100,13 @@ class RescoringResource(dg.ConfigurableResource):
             skip_guard=self.judge_failed_only,
             concurrency=self.concurrency,
         )
+
+
+def startup_resource(handoff: StartupHandoff | None = None) -> dg.ResourceDefinition:
+    """The command's ``handoff`` for its own run; without one, each run gets an empty one of its own."""
+    if handoff is not None:
+        return dg.ResourceDefinition.hardcoded_resource(handoff, "what the command's start-up prepared")
+    return dg.ResourceDefinition(
+        resource_fn=lambda _: StartupHandoff(),
+        description="nothing prepared: the run starts its own servers and does its own scans",
+    )

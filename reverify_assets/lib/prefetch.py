@@ -1,4 +1,4 @@
-"""Work started early in threads, for code later in the same process to take instead of doing it again.
+"""Work started early in threads, for code later in the same run to take instead of doing it again.
 
 ``reverify run`` knows its input files as soon as it has read its options; the assets that index and
 fingerprint them run after Dagster's import and instance set-up, which take most of the start-up. Work
@@ -40,36 +40,59 @@ class _Started:
     result: Future[Any]
 
 
-_started: dict[Hashable, _Started] = {}
+class PrefetchedWork:
+    """Work started (or results made) ahead, each under a key, for the code that needs it to take once.
 
+    One object per command (or per run): the command hands it to its Dagster run as a resource, so a run made
+    elsewhere (the UI's) has one of its own, empty, and does the work on the spot.
+    """
 
-def start(key: Hashable, files: Sequence[Path], work: Callable[[], T], *, low_priority: bool = False) -> Future[T]:
-    """Run ``work`` in a thread of its own; ``take(key)`` hands its result over."""
-    future: Future[T] = Future()
-    _started[key] = _Started(tuple(files), tuple(_identity(path) for path in files), future)
-    # A daemon: a run that failed exits at once, without waiting for work nobody will take.
-    thread = threading.Thread(target=_fulfil, args=(future, work, low_priority), name=f"prefetch {key}", daemon=True)
-    thread.start()
-    return future
+    def __init__(self) -> None:
+        self._started: dict[Hashable, _Started] = {}
 
+    def start(
+        self, key: Hashable, files: Sequence[Path], work: Callable[[], T], *, low_priority: bool = False
+    ) -> Future[T]:
+        """Run ``work`` in a thread of its own; ``take(key)`` hands its result over."""
+        future: Future[T] = Future()
+        self._started[key] = _Started(tuple(files), tuple(_identity(path) for path in files), future)
+        # A daemon: a run that failed exits at once, without waiting for work nobody will take.
+        thread = threading.Thread(
+            target=_fulfil, args=(future, work, low_priority), name=f"prefetch {key}", daemon=True
+        )
+        thread.start()
+        return future
 
-def hand_over(key: Hashable, files: Sequence[Path], result: Any) -> None:
-    """Leave a result already made, for ``take(key)`` in a later step of the same process."""
-    future: Future[Any] = Future()
-    future.set_result(result)
-    _started[key] = _Started(tuple(files), tuple(_identity(path) for path in files), future)
+    def hand_over(self, key: Hashable, files: Sequence[Path], result: Any) -> None:
+        """Leave a result already made, for ``take(key)`` in a later step of the same run."""
+        future: Future[Any] = Future()
+        future.set_result(result)
+        self._started[key] = _Started(tuple(files), tuple(_identity(path) for path in files), future)
 
+    def take(self, key: Hashable) -> Future[Any] | None:
+        """The work started under ``key`` (once), unless one of its files changed since it started."""
+        started = self._started.pop(key, None)
+        if started is None:
+            return None
+        try:
+            unchanged = tuple(_identity(path) for path in started.files) == started.identities
+        except OSError:
+            unchanged = False
+        return started.result if unchanged else None
 
-def take(key: Hashable) -> Future[Any] | None:
-    """The work started under ``key`` (once), unless one of its files changed since it started."""
-    started = _started.pop(key, None)
-    if started is None:
-        return None
-    try:
-        unchanged = tuple(_identity(path) for path in started.files) == started.identities
-    except OSError:
-        unchanged = False
-    return started.result if unchanged else None
+    def forget(self, key: Hashable) -> None:
+        self._started.pop(key, None)
+
+    def file_digest(self, path: Path) -> bytes:
+        """XXH3-128 of a file's bytes: started ahead by ``start_file_digest``, else computed now."""
+        started = self.take(_digest_key(path))
+        return started.result() if started is not None else _xxh3_128(path, ON_THE_SPOT_CHUNK_BYTES)
+
+    def start_file_digest(self, path: Path) -> Hashable:
+        key = _digest_key(path)
+        # Taken only once the Dagster run is under way, after the scans: the start-up waits for those.
+        self.start(key, [path], lambda: _xxh3_128(path, AHEAD_CHUNK_BYTES), low_priority=True)
+        return key
 
 
 def start_import(module: str) -> Future[None]:
@@ -81,23 +104,6 @@ def start_import(module: str) -> Future[None]:
     future: Future[None] = Future()
     threading.Thread(target=_fulfil, args=(future, load, False), name=f"import {module}", daemon=True).start()
     return future
-
-
-def forget(key: Hashable) -> None:
-    _started.pop(key, None)
-
-
-def file_digest(path: Path) -> bytes:
-    """XXH3-128 of a file's bytes: started ahead by ``start_file_digest``, else computed now."""
-    started = take(_digest_key(path))
-    return started.result() if started is not None else _xxh3_128(path, ON_THE_SPOT_CHUNK_BYTES)
-
-
-def start_file_digest(path: Path) -> Hashable:
-    key = _digest_key(path)
-    # Taken only once the Dagster run is under way, after the scans: the start-up waits for those.
-    start(key, [path], lambda: _xxh3_128(path, AHEAD_CHUNK_BYTES), low_priority=True)
-    return key
 
 
 def _digest_key(path: Path) -> Hashable:

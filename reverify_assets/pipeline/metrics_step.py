@@ -27,7 +27,7 @@ from reverify_assets.pipeline.coverage_count import CoverageSources, CoverageTal
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.verification import client_session
 from reverify_assets.verifier.client import VerifierClient
-from reverify_assets.verifier.launcher import ServerFleet
+from reverify_assets.verifier.launcher import PrestartedServers, ServerFleet
 
 GROUP_LEVEL_METRICS = "group_level_metrics"
 UNKNOWN_PLAN = CoverageSources()  # no sidecar, expected keys unknown
@@ -38,12 +38,13 @@ def run_aggregation(
     setup: VerifierSetup,
     metrics_path: Path,
     coverage: CoverageSources = UNKNOWN_PLAN,
+    prestarted: PrestartedServers | None = None,
 ) -> list[dict[str, Any]] | None:
     """Writes ``metrics_path``, NeMo Gym's list of one entry per agent, each followed by its ``coverage`` and
     ``provenance`` blocks (see ``metrics.coverage``); returns those entries without their
     ``group_level_metrics`` (one per task: the file has them). An agent whose rows all failed (or are all
     missing) still has an entry: NeMo Gym's answer to no rows, and its coverage. None (and no file) when no
-    row, scored, failed or missing, has a run label.
+    row, scored, failed or missing, has a run label. ``prestarted``: servers to borrow for the remote groups.
     """
     tally = CoverageTally(coverage, partial(group_of, topology=setup.topology))
     groups: list[LocalGroup | RemoteGroup] = []
@@ -58,7 +59,7 @@ def run_aggregation(
         if not groups and not unscored:
             return None
         remote = [group for group in groups if isinstance(group, RemoteGroup)]
-        answers = dict(zip(map(id, remote), _ask_remote(remote, setup), strict=True))
+        answers = dict(zip(map(id, remote), _ask_remote(remote, setup, prestarted), strict=True))
         summaries = []
         with AtomicWriter(metrics_path) as fp:
             fp.write(b"[")
@@ -94,11 +95,13 @@ def _unscored_entry(label: str, covered: GroupCoverage) -> dict[str, Any]:
     return {"agent_ref": {"name": label}, **answer, **_blocks(covered)}
 
 
-def _ask_remote(groups: list[RemoteGroup], setup: VerifierSetup) -> list[dict[str, Any]]:
+def _ask_remote(
+    groups: list[RemoteGroup], setup: VerifierSetup, prestarted: PrestartedServers | None
+) -> list[dict[str, Any]]:
     if not groups:
         return []
     blocks = [setup.topology.servers[name] for name in sorted({group.server for group in groups})]
-    with ServerFleet(blocks, setup.config) as urls:
+    with ServerFleet(blocks, setup.config, prestarted) as urls:
         return asyncio.run(_ask(groups, urls))
 
 

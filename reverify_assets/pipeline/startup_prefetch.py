@@ -2,9 +2,11 @@
 command's options are known, so that they overlap the Dagster import and instance set-up. The scans run in
 processes of their own (``key_scan_process``), the rest in threads.
 
-The assets that need them then take their results instead of doing the work again (``scan_inputs``,
-``scan_rollouts``, ``write_inputs_index``, ``take_prefetched_plan``); the verify step takes the plan its
-process wrote (``read_plan``).
+The work is started on the command's ``PrefetchedWork``, which its Dagster run is given as a resource: the
+assets that need it then take its results instead of doing the work again (``scan_inputs``, ``scan_rollouts``,
+``write_inputs_index``, ``take_prefetched_plan``), and the verify step takes the plan the run's plan step
+wrote (``read_plan``). A run launched from the UI is given a ``PrefetchedWork`` of its own, with nothing
+started: each asset then does its work on the spot.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ from typing import Any, TypeVar
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import prefetch
 from reverify_assets.lib.atomic_files import move_into_place, write_parquet_atomic
 from reverify_assets.lib.key_columns import KeyColumns
 from reverify_assets.lib.key_index import KeyIndex
 from reverify_assets.lib.key_scan_process import ScanFailed, ScanProcess
+from reverify_assets.lib.prefetch import PrefetchedWork
 from reverify_assets.lib.sorted_keys import take_sorted_by_key
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
@@ -52,9 +54,9 @@ START_UP_PREFIX = "start-up-"
 WRITER_STOP_WAIT_S = 5.0
 
 
-def scan_inputs(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
+def scan_inputs(path: Path, work: PrefetchedWork, *, reject_duplicates: bool = True) -> InputsIndex:
     """The inputs index: the start-up's if it made one (without the join) of the file as it is, else scanned now."""
-    if reject_duplicates and (prefetched := _take_prefetched(_scan_key("inputs", path))) is not None:
+    if reject_duplicates and (prefetched := _take_prefetched(work, _scan_key("inputs", path))) is not None:
         return prefetched
     return index_inputs(path, reject_duplicates=reject_duplicates)
 
@@ -68,26 +70,31 @@ class WrittenInputsIndex:
     routes: list[dict[str, Any]]
 
 
-def write_inputs_index(path: Path, target: Path) -> tuple[int, list[dict[str, Any]]]:
+def write_inputs_index(path: Path, target: Path, work: PrefetchedWork) -> tuple[int, list[dict[str, Any]]]:
     """Write the key index of the inputs file ``path`` to ``target``: the start-up's file moved there if it made
     one, else a scan's. Returns its rows and routes."""
-    written: WrittenInputsIndex | None = _take_prefetched(_written_key(path))
+    written: WrittenInputsIndex | None = _take_prefetched(work, _written_key(path))
     if written is not None:
         move_into_place(written.file, target)
         _remove_if_empty(written.file.parent)  # the start-up's folder: its last file is taken
         return written.rows, written.routes
-    index = scan_inputs(path)
+    index = scan_inputs(path, work)
     write_parquet_atomic(inputs_index_frame(index), target)
     return index.keys.rows, index.routes
 
 
 def scan_rollouts(
-    path: Path, *, limit: int | None = None, reject_duplicates: bool = True, require_response: bool = True
+    path: Path,
+    work: PrefetchedWork,
+    *,
+    limit: int | None = None,
+    reject_duplicates: bool = True,
+    require_response: bool = True,
 ) -> KeyIndex:
     """The rollouts index: the start-up's (in key order) if it made one of the file as it is, else scanned now.
     ``require_response`` False: the rows are carried over as they are (judge recovery's successes)."""
     key = _scan_key(_rollouts_kind(require_response), path, limit)
-    if reject_duplicates and (prefetched := _take_prefetched(key)) is not None:
+    if reject_duplicates and (prefetched := _take_prefetched(work, key)) is not None:
         return prefetched
     return index_rollouts(path, limit=limit, reject_duplicates=reject_duplicates, require_response=require_response)
 
@@ -115,34 +122,35 @@ def _plan_key(inputs: Path, rollouts: Path, limit: int | None, config_hash: str)
     return ("plan", inputs.resolve(), rollouts.resolve(), limit, config_hash)
 
 
-def take_prefetched_plan(inputs: Path, rollouts: Path, limit: int | None, config_hash: str) -> pl.DataFrame | None:
+def take_prefetched_plan(
+    work: PrefetchedWork, inputs: Path, rollouts: Path, limit: int | None, config_hash: str
+) -> pl.DataFrame | None:
     """The ``join_and_route`` plan ``PrefetchedInputs`` made of these files (or its error), if it made one."""
-    started = prefetch.take(_plan_key(inputs, rollouts, limit, config_hash))
-    return None if started is None else started.result()
+    return _take_prefetched(work, _plan_key(inputs, rollouts, limit, config_hash))
 
 
-def hand_over_plan(path: Path, plan: pl.DataFrame) -> None:
-    """The plan as written to ``path``, kept for ``read_plan`` in the verify step of the same process; a
-    process keeps one plan at most (the latest), even if no verify step follows."""
-    prefetch.hand_over(HANDED_OVER_PLAN, [path], (path.resolve(), plan))
+def hand_over_plan(work: PrefetchedWork, path: Path, plan: pl.DataFrame) -> None:
+    """The plan as written to ``path``, kept for ``read_plan`` in the verify step of the same run (when it runs
+    in the same process); a run keeps one plan at most (the latest), even if no verify step follows."""
+    work.hand_over(HANDED_OVER_PLAN, [path], (path.resolve(), plan))
 
 
-def read_plan(path: Path) -> pl.DataFrame:
-    """The plan at ``path``: the frame itself when this process wrote it, else read back. At a million rows,
-    reading it back needed about 80 MB more than the frame, at the moment the verify step starts."""
-    started = prefetch.take(HANDED_OVER_PLAN)
+def read_plan(work: PrefetchedWork, path: Path) -> pl.DataFrame:
+    """The plan at ``path``: the frame itself when this run's plan step handed it over, else read back. At a
+    million rows, reading it back needed about 80 MB more than the frame, at the moment the verify step starts."""
+    started = work.take(HANDED_OVER_PLAN)
     if started is not None and (handed := started.result())[0] == path.resolve():
         return handed[1]
     return pl.read_parquet(path)
 
 
-def _take_prefetched(key: Hashable) -> Any:
-    started = prefetch.take(key)
+def _take_prefetched(work: PrefetchedWork, key: Hashable) -> Any:
+    started = work.take(key)
     return None if started is None else started.result()
 
 
 class PrefetchedInputs:
-    """``with PrefetchedInputs(...) as inputs:`` indexes, fingerprints and joins the two files.
+    """``with PrefetchedInputs(...) as inputs:`` indexes, fingerprints and joins the two files, on ``work``.
 
     The assets that need these (``write_inputs_index``, ``scan_inputs``, ``scan_rollouts``,
     ``take_prefetched_plan``, the sources' content versions) take the results instead of doing the work
@@ -163,10 +171,12 @@ class PrefetchedInputs:
         *,
         limit: int | None,
         join_with: VerifierSetup | None,
+        work: PrefetchedWork,
         index_folder: Path | None = None,
         require_response: bool = True,
     ) -> None:
         self.inputs, self.rollouts, self.limit, self.join_with = inputs, rollouts, limit, join_with
+        self.work = work
         self.index_folder = index_folder
         self.rollouts_kind = _rollouts_kind(require_response)
         self._keys: list[Hashable] = []
@@ -195,12 +205,12 @@ class PrefetchedInputs:
         for_the_join: queue.SimpleQueue[InputsIndex] = queue.SimpleQueue()
         if self.join_with is None:
             inputs_key = _scan_key("inputs", self.inputs)
-            inputs_index: Future[Any] = prefetch.start(
+            inputs_index: Future[Any] = self.work.start(
                 inputs_key, [self.inputs], lambda: _scanned_inputs(self.inputs, inputs_scan)
             )
         else:
             inputs_key = _written_key(self.inputs)
-            inputs_index = self._writer = prefetch.start(
+            inputs_index = self._writer = self.work.start(
                 inputs_key,
                 [self.inputs],
                 lambda: _index_and_write_inputs(self.inputs, inputs_scan, folder, for_the_join),
@@ -210,7 +220,7 @@ class PrefetchedInputs:
             require_response = self.rollouts_kind == "rollouts"
             return _in_key_order(_scanned_rollouts(self.rollouts, self.limit, rollouts_scan, require_response))
 
-        rollouts_index = prefetch.start(rollouts_key, [self.rollouts], rollouts_in_key_order)
+        rollouts_index = self.work.start(rollouts_key, [self.rollouts], rollouts_in_key_order)
         self._keys = [inputs_key, rollouts_key]
         self._checks = [inputs_index, rollouts_index]
         if (setup := self.join_with) is not None:
@@ -221,8 +231,8 @@ class PrefetchedInputs:
 
             plan_key = _plan_key(self.inputs, self.rollouts, self.limit, setup.config_hash)
             self._keys.append(plan_key)
-            self._checks.append(prefetch.start(plan_key, [self.inputs, self.rollouts], join))
-        self._keys += [prefetch.start_file_digest(path) for path in (self.inputs, self.rollouts)]
+            self._checks.append(self.work.start(plan_key, [self.inputs, self.rollouts], join))
+        self._keys += [self.work.start_file_digest(path) for path in (self.inputs, self.rollouts)]
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -230,7 +240,7 @@ class PrefetchedInputs:
         for scan in self._scans:
             scan.stop()
         for key in self._keys:
-            prefetch.forget(key)
+            self.work.forget(key)
         if self._writer is not None:
             # Removed only once nothing writes into it (the writer ends soon, its scan stopped): a file half-written
             # while the folder was removed would have kept it.
@@ -258,7 +268,7 @@ class PrefetchedInputs:
     def wait(self) -> None:
         """Wait for the scans and the join; raise the first error, in the order the assets would meet them.
 
-        Then let go of the results: each asset takes its own from ``prefetch`` and drops it when done, so a
+        Then let go of the results: each asset takes its own from ``work`` and drops it when done, so a
         million rows' indexes are not held through the whole run.
         """
         for check in self._checks:

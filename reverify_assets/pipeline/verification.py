@@ -31,7 +31,7 @@ from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
 from reverify_assets.verifier.client import VerifierClient
-from reverify_assets.verifier.launcher import ServerFleet
+from reverify_assets.verifier.launcher import PrestartedServers, ServerFleet
 from reverify_assets.verifier.replicas import ReplicaSet
 
 log = logging.getLogger("reverify")
@@ -80,8 +80,10 @@ def run_verification(
     setup: VerifierSetup,
     step: VerifyStep,
     on_progress: Callable[[VerifyStats], None] | None = None,
+    prestarted: PrestartedServers | None = None,
 ) -> VerificationResult:
-    fleet = ServerFleet(routed_blocks(setup, plan), setup.config)
+    """``prestarted``: servers the command started ahead, borrowed for the blocks they were started for."""
+    fleet = ServerFleet(routed_blocks(setup, plan), setup.config, prestarted)
     with fleet as urls:
         return asyncio.run(_interruptible(_verify(plan, setup, step, fleet, urls, on_progress)))
 

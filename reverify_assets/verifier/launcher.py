@@ -9,9 +9,9 @@ foreground group, and a server killed by it while starting read as a server that
 handles the Ctrl-C and stops its servers on its way out.
 
 A caller that knows its servers early (``reverify run``, right after reading its config) starts them
-with ``prestarted_servers``; a ``ServerFleet`` in the same process then borrows those children instead of
-starting its own, so their start-up overlaps the caller's, and gives them back when it stops: the verify step
-and the aggregation share one NeMo Gym server, whose start costs seconds.
+with ``prestarted_servers``; a ``ServerFleet`` given that pool borrows those children instead of starting its
+own, so their start-up overlaps the caller's, and gives them back when it stops: the verify step and the
+aggregation share one NeMo Gym server, whose start costs seconds.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class _Child:
     url: str | None = None  # known before it starts for NeMo Gym's servers; built-in ones announce theirs
     log_path: Path | None = None
     ready: bool = False
-    borrowed: bool = False  # from prestarted_servers, which stops it (a replacement after a port clash is not)
+    borrowed: bool = False  # from a PrestartedServers, which stops it (a replacement after a port clash is not)
     companions: list[_Child] = field(default_factory=list)  # started for it (a judge's model server), stopped with it
     started_at: float = field(default_factory=time.monotonic)
     # Its start-up limit counts from here: when a fleet began to wait for it (a prestarted child waits for the
@@ -75,11 +75,18 @@ class ServerFleet:
     """``with ServerFleet(blocks, config) as urls:`` maps every block's instance to a URL that answers.
 
     ``config`` is the merged config the blocks come from: NeMo Gym's servers are given all of it, as NeMo Gym does.
+    ``prestarted``: servers the caller started ahead, borrowed for the blocks they were started for.
     """
 
-    def __init__(self, blocks: Sequence[ServerBlock], config: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        blocks: Sequence[ServerBlock],
+        config: Mapping[str, Any] | None = None,
+        prestarted: PrestartedServers | None = None,
+    ) -> None:
         self.blocks = list(blocks)
         self.config: Mapping[str, Any] = config or {}
+        self.prestarted = prestarted or PrestartedServers()
         self._children: list[_Child] = []
 
     def __enter__(self) -> dict[str, str]:
@@ -98,7 +105,7 @@ class ServerFleet:
         urls = {block.instance: block.url for block in self.blocks if block.url}
         for block in self.blocks:
             if not block.url:
-                self._children.append(_borrow_prestarted(block, self.config) or _spawn(block, self.config))
+                self._children.append(self.prestarted.borrow(block, self.config) or _spawn(block, self.config))
         for position, child in enumerate(self._children):
             child = self._children[position] = _await_ready(child, self.config)
             urls[child.block.instance] = child.url  # type: ignore[assignment]
@@ -110,7 +117,7 @@ class ServerFleet:
         block = next(block for block in self.blocks if block.instance == instance)
         added = []
         for _ in range(count):
-            added.append(_borrow_prestarted(block, self.config) or _spawn(block, self.config))
+            added.append(self.prestarted.borrow(block, self.config) or _spawn(block, self.config))
             self._children.append(added[-1])  # at once: one that fails to start leaves the others stoppable
         return added
 
@@ -123,7 +130,7 @@ class ServerFleet:
 
     def stop(self) -> None:
         _stop([child for child in self._children if not child.borrowed])
-        _prestarted.extend(child for child in self._children if child.borrowed)
+        self.prestarted.give_back([child for child in self._children if child.borrowed])
         self._children.clear()
 
 
@@ -339,38 +346,56 @@ def _stop(children: Sequence[_Child]) -> None:
         child.output.close()
 
 
-# Children started by `prestarted_servers` that no fleet has borrowed just now.
-_prestarted: list[_Child] = []
+class PrestartedServers:
+    """Servers started ahead for ``ServerFleet``s that will ask for the very same blocks; the pool stops them.
+    An empty pool (nothing started ahead) lends nothing: a fleet then starts its own."""
+
+    def __init__(self) -> None:
+        self._started: list[_Child] = []
+        self._idle: list[_Child] = []  # started, and not lent just now
+
+    def start(self, blocks: Sequence[ServerBlock], config: Mapping[str, Any]) -> None:
+        """A block that asks for several copies (``replicas: N``) gets them all now: their start-up then
+        overlaps the caller's, not the rows' (copies a fleet does not take are stopped unused)."""
+        for block in blocks:
+            for _ in range(0 if block.url else block.replicas_asked):
+                self._started.append(_spawn(block, config))
+                self._started[-1].borrowed = True
+                self._idle.append(self._started[-1])
+
+    def borrow(self, block: ServerBlock, config: Mapping[str, Any]) -> _Child | None:
+        identity = _identity(block, config)
+        for child in self._idle:
+            if child.identity == identity:
+                self._idle.remove(child)
+                child.wait_from = time.monotonic()
+                return child
+        return None
+
+    def give_back(self, children: Sequence[_Child]) -> None:
+        self._idle.extend(child for child in children if child in self._started)
+
+    @property
+    def idle(self) -> list[_Child]:
+        return list(self._idle)
+
+    def stop(self) -> None:
+        self._idle.clear()
+        _stop(self._started)
+        self._started.clear()
 
 
 @contextmanager
-def prestarted_servers(blocks: Sequence[ServerBlock], config: Mapping[str, Any] | None = None) -> Iterator[None]:
-    """Start the servers of ``blocks`` now, for the ``ServerFleet``s asking for the same blocks later; they are
-    stopped on exit. A block that asks for several copies (``replicas: N``) gets them all now: their start-up then
-    overlaps the caller's, not the rows' (copies a fleet does not take are stopped unused)."""
-    started: list[_Child] = []
+def prestarted_servers(
+    blocks: Sequence[ServerBlock], config: Mapping[str, Any] | None = None
+) -> Iterator[PrestartedServers]:
+    """The servers of ``blocks``, started now, for the fleets given the pool; stopped on exit."""
+    pool = PrestartedServers()
     try:
-        for block in blocks:
-            for _ in range(0 if block.url else block.replicas_asked):
-                started.append(_spawn(block, config or {}))
-                started[-1].borrowed = True
-                _prestarted.append(started[-1])
-        yield
+        pool.start(blocks, config or {})
+        yield pool
     finally:
-        for child in started:
-            if child in _prestarted:
-                _prestarted.remove(child)
-        _stop(started)
-
-
-def _borrow_prestarted(block: ServerBlock, config: Mapping[str, Any]) -> _Child | None:
-    identity = _identity(block, config)
-    for child in _prestarted:
-        if child.identity == identity:
-            _prestarted.remove(child)
-            child.wait_from = time.monotonic()
-            return child
-    return None
+        pool.stop()
 
 
 def _tail(stream: IO[bytes], limit: int = 3000) -> str:

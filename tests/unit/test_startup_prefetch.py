@@ -23,6 +23,7 @@ from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import key_scan_process, prefetch
 from reverify_assets.lib.key_columns import KeyColumns
+from reverify_assets.lib.prefetch import PrefetchedWork, start_import
 from reverify_assets.pipeline import startup_prefetch
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
@@ -40,7 +41,6 @@ from reverify_assets.pipeline.startup_prefetch import (
     take_prefetched_plan,
     write_inputs_index,
 )
-from reverify_assets.verifier import launcher
 from reverify_assets.verifier.launcher import ServerFleet, prestarted_servers
 
 MCQA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mcqa.yaml"
@@ -60,31 +60,39 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
+def work() -> PrefetchedWork:
+    """What one command's start-up prefetches, for the assets of its run to take."""
+    return PrefetchedWork()
+
+
+@pytest.fixture
 def setup() -> VerifierSetup:
     return load_verifier_setup([MCQA_CONFIG], [])
 
 
 def test_a_started_result_is_taken_once(tmp_path: Path) -> None:
-    path = write_rows(tmp_path / "f.jsonl", [(0, 0)])
-    prefetch.start("k", [path], lambda: 42)
-    taken = prefetch.take("k")
+    path, work = write_rows(tmp_path / "f.jsonl", [(0, 0)]), PrefetchedWork()
+    work.start("k", [path], lambda: 42)
+    assert PrefetchedWork().take("k") is None  # another command's, or a run's with no command
+    taken = work.take("k")
     assert taken is not None and taken.result() == 42
-    assert prefetch.take("k") is None
+    assert work.take("k") is None
 
 
 def test_a_result_made_from_a_file_changed_since_is_not_handed_out(tmp_path: Path) -> None:
-    path = write_rows(tmp_path / "f.jsonl", [(0, 0)])
-    prefetch.start("k", [path], lambda: 42).result()
+    path, work = write_rows(tmp_path / "f.jsonl", [(0, 0)]), PrefetchedWork()
+    work.start("k", [path], lambda: 42).result()
     write_rows(path, [(0, 0), (0, 1)])
-    assert prefetch.take("k") is None
+    assert work.take("k") is None
 
 
 def test_an_error_reaches_whoever_takes_the_result(tmp_path: Path) -> None:
     def fail() -> None:
         raise ReverifyError("bad row")
 
-    prefetch.start("k", [], fail)
-    taken = prefetch.take("k")
+    work = PrefetchedWork()
+    work.start("k", [], fail)
+    taken = work.take("k")
     assert taken is not None
     with pytest.raises(ReverifyError, match="bad row"):
         taken.result()
@@ -97,14 +105,19 @@ def test_file_digest_takes_the_prefetched_one(tmp_path: Path, monkeypatch: pytes
     path = write_rows(tmp_path / "f.jsonl", [(0, 0)] * 1000)
     assert path.stat().st_size > 10 * 3001
     expected = xxhash.xxh3_128(path.read_bytes()).digest()
-    assert prefetch.file_digest(path) == expected
-    key = prefetch.start_file_digest(path)
-    assert prefetch.file_digest(path) == expected
-    assert prefetch.take(key) is None  # consumed
+    work = PrefetchedWork()
+    assert work.file_digest(path) == expected
+    key = work.start_file_digest(path)
+    assert work.file_digest(path) == expected
+    assert work.take(key) is None  # consumed
 
 
 def test_the_assets_take_the_prefetched_scans_and_plan(
-    tmp_path: Path, files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    files: tuple[Path, Path],
+    setup: VerifierSetup,
+    monkeypatch: pytest.MonkeyPatch,
+    work: PrefetchedWork,
 ) -> None:
     inputs, rollouts = files
     made: list[InputsIndex] = []
@@ -120,25 +133,25 @@ def test_the_assets_take_the_prefetched_scans_and_plan(
 
     monkeypatch.setattr(startup_prefetch, "index_inputs", counted)
     monkeypatch.setattr(startup_prefetch, "inputs_index_of", counted_from_process)
-    work = tmp_path / "work"
-    target = work / "run" / "materialized_inputs.parquet"
+    scratch = tmp_path / "work"
+    target = scratch / "run" / "materialized_inputs.parquet"
     target.parent.mkdir(parents=True)
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, index_folder=work) as prefetched:
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work, index_folder=scratch) as prefetched:
         prefetched.wait()
-        assert write_inputs_index(inputs, target) == (3, [{}])
-        assert [path.name for path in work.iterdir()] == ["run"], "its files taken, the start-up's folder went"
+        assert write_inputs_index(inputs, target, work) == (3, [{}])
+        assert [path.name for path in scratch.iterdir()] == ["run"], "its files taken, the start-up's folder went"
         assert pl.read_parquet(target).equals(inputs_index_frame(made[0]))
-        assert scan_rollouts(rollouts).rows == 3
-        plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
+        assert scan_rollouts(rollouts, work).rows == 3
+        plan = take_prefetched_plan(work, inputs, rollouts, None, setup.config_hash)
         assert plan is not None and plan.height == 3
     assert len(made) == 1
-    assert [path.name for path in work.iterdir()] == ["run"]  # the start-up's folder is gone
-    write_inputs_index(inputs, target)  # nothing prefetched any more: scanned again
+    assert [path.name for path in scratch.iterdir()] == ["run"]  # the start-up's folder is gone
+    write_inputs_index(inputs, target, work)  # nothing prefetched any more: scanned again
     assert len(made) == 2
 
 
 def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(
-    files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, work: PrefetchedWork
 ) -> None:
     inputs, rollouts = files
     scans: list[Path] = []
@@ -149,33 +162,41 @@ def test_without_the_join_the_inputs_index_is_handed_over_as_a_frame(
         return scan(path, columns)
 
     monkeypatch.setattr(startup_prefetch, "inputs_index_of", counted)
-    work = tmp_path / "work"
-    work.mkdir()
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None, index_folder=work) as prefetched:
+    scratch = tmp_path / "work"
+    scratch.mkdir()
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None, work=work, index_folder=scratch) as prefetched:
         prefetched.wait()
-        assert list(work.iterdir()) == [], "nothing written there is left once the start-up is over"
-        assert prefetch.take(("inputs index file", inputs.resolve())) is None
-        assert scan_inputs(inputs).keys.rows == 3
+        assert list(scratch.iterdir()) == [], "nothing written there is left once the start-up is over"
+        assert work.take(("inputs index file", inputs.resolve())) is None
+        assert scan_inputs(inputs, work).keys.rows == 3
     assert scans == [inputs]  # the prefetched frame was taken, not scanned again
 
 
 def test_the_start_up_folder_goes_when_the_start_up_fails_to_start(
-    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    files: tuple[Path, Path],
+    setup: VerifierSetup,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    work: PrefetchedWork,
 ) -> None:
     def vanished(path: Path) -> object:
         raise FileNotFoundError(path)
 
-    monkeypatch.setattr(prefetch, "start_file_digest", vanished)
+    monkeypatch.setattr(PrefetchedWork, "start_file_digest", lambda self, path: vanished(path))
     folder = tmp_path / "work"
     folder.mkdir()
     with pytest.raises(FileNotFoundError):
-        with PrefetchedInputs(*files, limit=None, join_with=setup, index_folder=folder):
+        with PrefetchedInputs(*files, limit=None, join_with=setup, work=work, index_folder=folder):
             pass
     assert list(folder.iterdir()) == []
 
 
 def test_an_interrupted_start_up_removes_its_folder_once_nothing_writes_into_it(
-    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    files: tuple[Path, Path],
+    setup: VerifierSetup,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    work: PrefetchedWork,
 ) -> None:
     writing, written = threading.Event(), threading.Event()
     write = startup_prefetch.write_parquet_atomic
@@ -190,7 +211,7 @@ def test_an_interrupted_start_up_removes_its_folder_once_nothing_writes_into_it(
     folder = tmp_path / "work"
     folder.mkdir()
     with pytest.raises(KeyboardInterrupt):
-        with PrefetchedInputs(*files, limit=None, join_with=setup, index_folder=folder):
+        with PrefetchedInputs(*files, limit=None, join_with=setup, work=work, index_folder=folder):
             assert writing.wait(timeout=60)
             raise KeyboardInterrupt
     assert written.is_set(), "the folder was removed while a file was being written into it"
@@ -198,7 +219,7 @@ def test_an_interrupted_start_up_removes_its_folder_once_nothing_writes_into_it(
 
 
 def test_start_up_folders_of_gone_processes_on_this_machine_are_removed(
-    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path
+    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path, work: PrefetchedWork
 ) -> None:
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     host = socket.gethostname()
@@ -207,85 +228,93 @@ def test_start_up_folders_of_gone_processes_on_this_machine_are_removed(
     for name in [*kept, f"start-up-{gone.stdout.strip()}-{host}-c"]:
         (folder / name).mkdir(parents=True)
         (folder / name / "materialized_inputs.parquet").write_bytes(b"left behind")
-    with PrefetchedInputs(*files, limit=None, join_with=setup, index_folder=folder) as prefetched:
+    with PrefetchedInputs(*files, limit=None, join_with=setup, work=work, index_folder=folder) as prefetched:
         prefetched.wait()
     assert sorted(path.name for path in folder.iterdir()) == sorted(kept)
 
 
-def test_an_empty_plan_names_servers_by_an_enum_too(tmp_path: Path, setup: VerifierSetup) -> None:
+def test_an_empty_plan_names_servers_by_an_enum_too(tmp_path: Path, setup: VerifierSetup, work: PrefetchedWork) -> None:
     inputs, rollouts = write_rows(tmp_path / "inputs.jsonl", []), write_rows(tmp_path / "rollouts.jsonl", [])
-    plan = join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
+    plan = join_and_route(scan_inputs(inputs, work), scan_rollouts(rollouts, work), setup.topology)
     assert plan.is_empty() and plan.schema["server"] == pl.Enum([])
 
 
-def test_an_index_folder_left_by_a_failed_start_up_is_removed(tmp_path: Path, setup: VerifierSetup) -> None:
+def test_an_index_folder_left_by_a_failed_start_up_is_removed(
+    tmp_path: Path, setup: VerifierSetup, work: PrefetchedWork
+) -> None:
     inputs = write_rows(tmp_path / "inputs.jsonl", [(0, 0)])
     orphan = write_rows(tmp_path / "rollouts.jsonl", [(9, 9)], response={})
     folder = tmp_path / "work"
     folder.mkdir()
     with pytest.raises(ReverifyError, match="no matching row"):
-        with PrefetchedInputs(inputs, orphan, limit=None, join_with=setup, index_folder=folder) as prefetched:
+        with PrefetchedInputs(
+            inputs, orphan, limit=None, join_with=setup, work=work, index_folder=folder
+        ) as prefetched:
             prefetched.wait()
     assert list(folder.iterdir()) == []
 
 
 def test_the_prefetched_rollouts_come_in_key_order_and_plan_as_fresh_scans_do(
-    tmp_path: Path, setup: VerifierSetup
+    tmp_path: Path, setup: VerifierSetup, work: PrefetchedWork
 ) -> None:
     keys = [(2, 0), (0, 1), (1, 3), (0, 0)]
     inputs = write_rows(tmp_path / "inputs.jsonl", sorted(keys))
     rollouts = write_rows(tmp_path / "rollouts.jsonl", keys, response={})
-    fresh = scan_rollouts(rollouts)
-    expected_plan = join_and_route(scan_inputs(inputs), fresh, setup.topology)
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+    fresh = scan_rollouts(rollouts, work)
+    expected_plan = join_and_route(scan_inputs(inputs, work), fresh, setup.topology)
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
         prefetched.wait()
-        prefetched_rollouts = scan_rollouts(rollouts).frame
-        plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
+        prefetched_rollouts = scan_rollouts(rollouts, work).frame
+        plan = take_prefetched_plan(work, inputs, rollouts, None, setup.config_hash)
     assert prefetched_rollouts.equals(fresh.frame.sort("task", "rollout"))
     assert plan is not None and plan.equals(expected_plan)
 
 
 def test_the_plan_names_servers_by_an_enum_that_survives_its_parquet_file(
-    tmp_path: Path, files: tuple[Path, Path], setup: VerifierSetup
+    tmp_path: Path, files: tuple[Path, Path], setup: VerifierSetup, work: PrefetchedWork
 ) -> None:
     inputs, rollouts = files
-    plan = join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
+    plan = join_and_route(scan_inputs(inputs, work), scan_rollouts(rollouts, work), setup.topology)
     assert plan.schema["server"] == pl.Enum(["mcqa"]) and plan["server"].to_list() == ["mcqa"] * 3
     plan.write_parquet(tmp_path / "plan.parquet")
     assert pl.read_parquet(tmp_path / "plan.parquet").equals(plan)
 
 
-def test_a_scan_with_other_options_is_not_taken(files: tuple[Path, Path], setup: VerifierSetup) -> None:
+def test_a_scan_with_other_options_is_not_taken(
+    files: tuple[Path, Path], setup: VerifierSetup, work: PrefetchedWork
+) -> None:
     inputs, rollouts = files
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None, work=work) as prefetched:
         prefetched.wait()
-        assert scan_rollouts(rollouts, limit=2).rows == 2
-        assert take_prefetched_plan(inputs, rollouts, None, setup.config_hash) is None  # judge recovery: no join
+        assert scan_rollouts(rollouts, work, limit=2).rows == 2
+        assert take_prefetched_plan(work, inputs, rollouts, None, setup.config_hash) is None  # judge recovery: no join
 
 
 def test_errors_come_in_the_order_the_assets_would_meet_them(
-    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path
+    files: tuple[Path, Path], setup: VerifierSetup, tmp_path: Path, work: PrefetchedWork
 ) -> None:
     inputs, rollouts = files
     write_rows(rollouts, [(0, 0), (0, 0)], response={})
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
         with pytest.raises(ReverifyError, match=r"rollouts.jsonl: duplicate key"):
             prefetched.wait()
     inputs.write_bytes(b"{}\n")
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
         with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: `_ng_task_index`"):
             prefetched.wait()
     write_rows(inputs, [(0, 0)])
     orphan = write_rows(tmp_path / "orphan.jsonl", [(7, 0)], response={})
-    with PrefetchedInputs(inputs, orphan, limit=None, join_with=setup) as prefetched:
+    with PrefetchedInputs(inputs, orphan, limit=None, join_with=setup, work=work) as prefetched:
         with pytest.raises(ReverifyError, match=r"orphan.jsonl:1: rollout \(task 7, rollout 0\) has no matching row"):
             prefetched.wait()
 
 
-def test_raise_if_failed_raises_what_is_known(files: tuple[Path, Path], setup: VerifierSetup) -> None:
+def test_raise_if_failed_raises_what_is_known(
+    files: tuple[Path, Path], setup: VerifierSetup, work: PrefetchedWork
+) -> None:
     inputs, rollouts = files
     inputs.write_bytes(b"not json\n")
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
         with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
             prefetched.wait()
         with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
@@ -293,101 +322,114 @@ def test_raise_if_failed_raises_what_is_known(files: tuple[Path, Path], setup: V
 
 
 def test_wait_for_raises_a_scan_error_without_waiting_for_the_other_work(
-    files: tuple[Path, Path], setup: VerifierSetup
+    files: tuple[Path, Path], setup: VerifierSetup, work: PrefetchedWork
 ) -> None:
     inputs, rollouts = files
     inputs.write_bytes(b"not json\n")
     never_done: Future[None] = Future()
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
         with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
             prefetched.wait_for(never_done)
 
 
 @pytest.mark.timeout(20)
-def test_wait_for_raises_an_error_found_before_it_was_called(files: tuple[Path, Path]) -> None:
+def test_wait_for_raises_an_error_found_before_it_was_called(files: tuple[Path, Path], work: PrefetchedWork) -> None:
     inputs, rollouts = files
     rollouts.write_bytes(b"not json\n")
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None) as prefetched:
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None, work=work) as prefetched:
         with pytest.raises(ReverifyError, match=r"rollouts.jsonl:1: malformed JSON"):
             prefetched.wait()  # every check has finished now, one of them failed
         with pytest.raises(ReverifyError, match=r"rollouts.jsonl:1: malformed JSON"):
             prefetched.wait_for(Future())  # waited on nothing left to finish: hung before the fix
 
 
-def test_wait_for_hands_over_the_other_work_and_its_error(files: tuple[Path, Path], setup: VerifierSetup) -> None:
-    with PrefetchedInputs(*files, limit=None, join_with=setup) as prefetched:
-        assert prefetched.wait_for(prefetch.start_import("reverify_assets.lib.keys")) is None
+def test_wait_for_hands_over_the_other_work_and_its_error(
+    files: tuple[Path, Path], setup: VerifierSetup, work: PrefetchedWork
+) -> None:
+    with PrefetchedInputs(*files, limit=None, join_with=setup, work=work) as prefetched:
+        assert prefetched.wait_for(start_import("reverify_assets.lib.keys")) is None
         with pytest.raises(ModuleNotFoundError, match=r"reverify_assets\.no_such_module"):
-            prefetched.wait_for(prefetch.start_import("reverify_assets.no_such_module"))
+            prefetched.wait_for(start_import("reverify_assets.no_such_module"))
         prefetched.wait()
 
 
-def test_the_verify_step_takes_the_plan_its_process_wrote_once_then_reads_the_file(tmp_path: Path) -> None:
+def test_the_verify_step_takes_the_plan_its_process_wrote_once_then_reads_the_file(
+    tmp_path: Path, work: PrefetchedWork
+) -> None:
     plan, path = pl.DataFrame({"task": [0, 1], "rollout": [0, 0]}), tmp_path / "plan.parquet"
     plan.write_parquet(path)
-    hand_over_plan(path, plan)
-    assert read_plan(path) is plan
-    again = read_plan(path)
+    hand_over_plan(work, path, plan)
+    assert read_plan(work, path) is plan
+    again = read_plan(work, path)
     assert again is not plan and again.equals(plan)
-    hand_over_plan(path, plan)
+    hand_over_plan(work, path, plan)
     changed = pl.DataFrame({"task": [5], "rollout": [1]})
     changed.write_parquet(path)  # a newer plan written after the hand-over: the file wins
-    assert read_plan(path).equals(changed)
+    assert read_plan(work, path).equals(changed)
     other = tmp_path / "other.parquet"
     plan.write_parquet(other)
-    hand_over_plan(path, changed)
-    hand_over_plan(other, plan)  # replaces the first: a process keeps one plan at most
-    assert read_plan(other) is plan
-    from_file = read_plan(path)
+    hand_over_plan(work, path, changed)
+    hand_over_plan(work, other, plan)  # replaces the first: a process keeps one plan at most
+    assert read_plan(work, other) is plan
+    from_file = read_plan(work, path)
     assert from_file is not changed and from_file.equals(changed)
 
 
 MCQA = ServerBlock("mcqa", "mcqa", {"grading_mode": "lenient_boxed"})
 
 
-def test_fleets_borrow_the_prestarted_server_one_after_another() -> None:
-    with prestarted_servers([MCQA]):
-        prestarted = launcher._prestarted[0].process
-        with ServerFleet([MCQA]) as urls:
-            assert launcher._prestarted == []
+def test_fleets_given_the_pool_borrow_its_server_one_after_another() -> None:
+    with prestarted_servers([MCQA]) as pool:
+        prestarted = pool.idle[0].process
+        with ServerFleet([MCQA], prestarted=pool) as urls:
+            assert pool.idle == []
             assert set(urls) == {"mcqa"}
             assert prestarted.poll() is None
-        assert launcher._prestarted[0].process is prestarted  # given back, still serving
-        with ServerFleet([MCQA]) as again:
+        assert pool.idle[0].process is prestarted  # given back, still serving
+        with ServerFleet([MCQA], prestarted=pool) as again:
             assert again == urls
         assert prestarted.poll() is None
-    assert launcher._prestarted == []
-    assert prestarted.poll() is not None  # stopped with the prestart
+    assert pool.idle == []
+    assert prestarted.poll() is not None  # stopped with the pool
+
+
+def test_a_fleet_without_the_pool_starts_its_own_server() -> None:
+    with prestarted_servers([MCQA]) as pool:
+        prestarted = pool.idle[0].process
+        with ServerFleet([MCQA]) as urls:  # a run the command did not make: nothing was started for it
+            assert pool.idle[0].process is prestarted
+            assert set(urls) == {"mcqa"}
+    assert prestarted.poll() is not None
 
 
 def test_a_fleet_for_another_block_starts_its_own_and_the_unclaimed_one_is_stopped() -> None:
     other = ServerBlock("mcqa", "mcqa", {"grading_mode": "strict_single_letter_boxed"})
-    with prestarted_servers([MCQA]):
-        prestarted = launcher._prestarted[0].process
-        with ServerFleet([other]):
-            assert launcher._prestarted[0].process is prestarted
-    assert launcher._prestarted == []
+    with prestarted_servers([MCQA]) as pool:
+        prestarted = pool.idle[0].process
+        with ServerFleet([other], prestarted=pool):
+            assert pool.idle[0].process is prestarted
+    assert pool.idle == []
     assert prestarted.poll() is not None
 
 
 def test_prestarting_skips_servers_given_by_url() -> None:
-    with prestarted_servers([ServerBlock("remote", "mcqa", {"url": "http://127.0.0.1:9"})]):
-        assert launcher._prestarted == []
+    with prestarted_servers([ServerBlock("remote", "mcqa", {"url": "http://127.0.0.1:9"})]) as pool:
+        assert pool.idle == []
 
 
-def test_this_thread_keeps_its_priority(files: tuple[Path, Path]) -> None:
+def test_this_thread_keeps_its_priority(files: tuple[Path, Path], work: PrefetchedWork) -> None:
     before = os.getpriority(os.PRIO_PROCESS, 0)
-    with PrefetchedInputs(*files, limit=None, join_with=None) as prefetched:
+    with PrefetchedInputs(*files, limit=None, join_with=None, work=work) as prefetched:
         prefetched.wait()
     assert os.getpriority(os.PRIO_PROCESS, 0) == before
 
 
 @pytest.mark.parametrize("fault", ["no start", "exit", "no summary", "short"])
 def test_a_scan_process_that_fails_leaves_the_scan_to_this_process(
-    files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch, fault: str
+    files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch, fault: str, work: PrefetchedWork
 ) -> None:
     inputs, rollouts = files
-    expected_plan = join_and_route(scan_inputs(inputs), scan_rollouts(rollouts), setup.topology)
+    expected_plan = join_and_route(scan_inputs(inputs, work), scan_rollouts(rollouts, work), setup.topology)
     started = key_scan_process.ScanProcess.__init__
     in_process: list[Path] = []
     scan_here = {name: getattr(startup_prefetch, name) for name in ("index_inputs", "index_rollouts")}
@@ -417,9 +459,9 @@ def test_a_scan_process_that_fails_leaves_the_scan_to_this_process(
         monkeypatch.setattr(sys, "executable", "false")  # a process that exits 1 at once
     else:
         monkeypatch.setattr(key_scan_process.ScanProcess, "__init__", broken)
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
         prefetched.wait()
-        plan = take_prefetched_plan(inputs, rollouts, None, setup.config_hash)
+        plan = take_prefetched_plan(work, inputs, rollouts, None, setup.config_hash)
     assert plan is not None and plan.equals(expected_plan)
     assert sorted(in_process) == sorted([inputs, rollouts])
 
@@ -439,18 +481,18 @@ def test_a_scan_process_that_fails_leaves_the_scan_to_this_process(
     ],
 )
 def test_the_scan_process_path_reports_the_exact_scans_errors(
-    tmp_path: Path, setup: VerifierSetup, rows: list[bytes], message: str
+    tmp_path: Path, setup: VerifierSetup, rows: list[bytes], message: str, work: PrefetchedWork
 ) -> None:
     inputs = write_rows(tmp_path / "inputs.jsonl", [(0, 0)])
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_bytes(b"".join(row + b"\n" for row in rows))
     with pytest.raises(ReverifyError, match=message):
-        with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup) as prefetched:
+        with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
             prefetched.wait()
 
 
 def test_scan_processes_still_running_are_stopped_on_exit(
-    files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch
+    files: tuple[Path, Path], setup: VerifierSetup, monkeypatch: pytest.MonkeyPatch, work: PrefetchedWork
 ) -> None:
     processes: list[subprocess.Popen[bytes]] = []
     started = key_scan_process.ScanProcess.__init__
@@ -467,7 +509,7 @@ def test_scan_processes_still_running_are_stopped_on_exit(
     monkeypatch.setattr(key_scan_process.ScanProcess, "__init__", slow)
     monkeypatch.setattr(startup_prefetch, "index_inputs", lambda path, **_: scanned_here.append(path))
     monkeypatch.setattr(startup_prefetch, "index_rollouts", lambda path, **_: scanned_here.append(path))
-    with PrefetchedInputs(*files, limit=None, join_with=setup):
+    with PrefetchedInputs(*files, limit=None, join_with=setup, work=work):
         pass
     assert [process.poll() for process in processes] == [-signal.SIGKILL] * 2
     for thread in threading.enumerate():
@@ -494,11 +536,11 @@ def test_a_scan_stopped_while_its_answer_is_read_is_not_a_failure(
 def test_a_prestarted_server_is_not_timed_out_by_the_callers_own_start_up() -> None:
     """Its limit counts from when a fleet begins to wait: here 10 ms, and the server answered long before."""
     hasty = ServerBlock("mcqa", "mcqa", {"grading_mode": "lenient_boxed", "startup_timeout_s": 0.01})
-    with prestarted_servers([hasty]):
-        child = launcher._prestarted[0]
+    with prestarted_servers([hasty]) as pool:
+        child = pool.idle[0]
         assert child.process.stdout is not None
         deadline = time.monotonic() + 120
         while not select.select([child.process.stdout], [], [], 0.1)[0]:  # its ready line is waiting
             assert time.monotonic() < deadline, "the server did not start"
-        with ServerFleet([hasty]) as urls:
+        with ServerFleet([hasty], prestarted=pool) as urls:
             assert set(urls) == {"mcqa"}

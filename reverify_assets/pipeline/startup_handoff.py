@@ -1,0 +1,20 @@
+"""What a command's start-up prepared for the Dagster run it then makes, handed to that run as a resource.
+
+``reverify run`` starts its servers and its key scans while Dagster imports; the run's assets borrow the servers
+and take the scans' results from here. A run made without the command (launched or re-executed from the UI, by
+the schedule or a sensor) is given an empty one: its assets start their servers and do their scans themselves,
+and give the same files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reverify_assets.lib.prefetch import PrefetchedWork
+from reverify_assets.verifier.launcher import PrestartedServers
+
+
+@dataclass(frozen=True)
+class StartupHandoff:
+    work: PrefetchedWork = field(default_factory=PrefetchedWork)
+    servers: PrestartedServers = field(default_factory=PrestartedServers)
