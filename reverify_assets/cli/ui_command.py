@@ -32,6 +32,7 @@ def ui_command(project: Path, port: int) -> None:
     if not workspace.is_file():
         raise ReverifyError(f"no workspace.yaml in {project.resolve()} (pass --project)")
     home = ensure_dagster_home()
+    _register_ui_output(project)
     dagster = Path(sys.executable).with_name("dagster")
     print(f"Dagster UI for DAGSTER_HOME={home}: http://127.0.0.1:{port}", flush=True)
     command = [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
@@ -49,6 +50,15 @@ def ui_command(project: Path, port: int) -> None:
         _kill_group(dev.pid)  # what it left running, however it ended
     if returncode not in STOPPED:
         raise ReverifyError(f"dagster dev exited with status {returncode}")
+
+
+def _register_ui_output(project: Path) -> None:
+    import dagster as dg
+
+    from reverify_assets.defs.project import register_ui_output
+
+    with dg.DagsterInstance.get() as instance:
+        register_ui_output(project.resolve(), instance)
 
 
 def _stop(dev: subprocess.Popen[bytes]) -> None:

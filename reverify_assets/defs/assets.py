@@ -62,16 +62,32 @@ from reverify_assets.verifier.client import AggregateMetricsFailed
 RESCORING = "reverify"
 RECOVERY = "judge_recovery"
 MIXED_PROVENANCE_CHECK = "one_verifier_config"
+# One partition per output file (its absolute path): each `reverify run` has its own history and lineage, and a
+# run on other files leaves the partitions of this one, a judge recovery's among them, as they were.
+OUTPUTS = dg.DynamicPartitionsDefinition(name="reverify_outputs")
 log = logging.getLogger("reverify")
+
+
+def _this_output(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> None:
+    """A run's partition names the output its rescoring resource writes: one launched on another output's
+    partition would record these files' results as that output's."""
+    if context.partition_key != rescoring.partition_key:
+        raise dg.Failure(
+            f"this run is of partition {context.partition_key!r}, but its rescoring resource writes "
+            f"{rescoring.partition_key!r}: launch it on partition {rescoring.partition_key!r} (add it if the "
+            "partitions list lacks it), or set the resource's output to the partition's file"
+        )
 
 
 @dg.asset(
     group_name=RESCORING,
+    partitions_def=OUTPUTS,
     description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key.",
 )
 def materialized_inputs(
     context: dg.AssetExecutionContext, rescoring: RescoringResource, startup: dg.ResourceParam[StartupHandoff]
 ) -> dg.Output[IndexHandle]:
+    _this_output(context, rescoring)
     source = Path(rescoring.inputs)
     target = work_dir(context) / "materialized_inputs.parquet"
     rows, routes = write_inputs_index(source, target, startup.work)
@@ -85,11 +101,13 @@ def materialized_inputs(
 
 @dg.asset(
     group_name=RESCORING,
+    partitions_def=OUTPUTS,
     description="The stored rollouts (responses and original rewards), indexed by key.",
 )
 def rollouts(
     context: dg.AssetExecutionContext, rescoring: RescoringResource, startup: dg.ResourceParam[StartupHandoff]
 ) -> dg.Output[IndexHandle]:
+    _this_output(context, rescoring)
     source = Path(rescoring.rollouts)
     # In judge recovery these rows are the successes, carried over as they are: none is re-verified.
     limit = rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only)
@@ -146,6 +164,7 @@ def _plan(
 
 @dg.asset(
     group_name=RESCORING,
+    partitions_def=OUTPUTS,
     description="The /verify requests: every rollout joined to its input row by (task, rollout), routed to a server.",
 )
 def verify_payloads(
@@ -155,6 +174,7 @@ def verify_payloads(
     materialized_inputs: IndexHandle,
     rollouts: IndexHandle,
 ) -> dg.Output[PlanHandle]:
+    _this_output(context, rescoring)
     return _plan(context, rescoring, startup, materialized_inputs, rollouts)
 
 
@@ -196,6 +216,7 @@ def _verify(
 
 @dg.multi_asset(
     group_name=RESCORING,
+    partitions_def=OUTPUTS,
     outs={
         "reverified_rows": dg.AssetOut(description="The reverified rows, sorted by key: the run's output file."),
         "reverify_failures": dg.AssetOut(description="The failures sidecar: rows the verifier could not score."),
@@ -208,6 +229,7 @@ def reverify(
     verify_payloads: PlanHandle,
 ) -> Iterator[dg.Output[OutputHandle]]:
     """Every row's /verify call, asyncio inside this one step; the servers live exactly as long as it."""
+    _this_output(context, rescoring)
     names = ("reverified_rows", "reverify_failures")
     yield from _verify(rescoring, startup, verify_payloads, names=names, against_stored=True)
 
@@ -250,6 +272,7 @@ def _aggregate(
 
 @dg.asset(
     group_name=RESCORING,
+    partitions_def=OUTPUTS,
     description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server.",
 )
 def aggregate_metrics(
@@ -260,15 +283,18 @@ def aggregate_metrics(
     verify_payloads: PlanHandle,
 ) -> dg.Output[OutputHandle | None]:
     """Each entry's coverage counts the rows of ``verify_payloads`` (the join) the output lacks."""
+    _this_output(context, rescoring)
     expected = PlannedKeys.read_plan(Path(verify_payloads.plan), Path(verify_payloads.inputs))
     return _aggregate(rescoring, startup, reverified_rows, [expected], [])
 
 
 @dg.asset(
     group_name=RECOVERY,
+    partitions_def=OUTPUTS,
     description="The source failures: judge_failed / judge_invalid rows of <rollouts stem>_failures.jsonl.",
 )
 def judge_failures(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
+    _this_output(context, rescoring)
     source = source_failures_path(Path(rescoring.rollouts))
     index = index_judge_failures(source, limit=rescoring.limit)
     target = work_dir(context) / "judge_failures.parquet"
@@ -282,6 +308,7 @@ def judge_failures(context: dg.AssetExecutionContext, rescoring: RescoringResour
 
 @dg.asset(
     group_name=RECOVERY,
+    partitions_def=OUTPUTS,
     description="The /verify requests that re-judge the stored responses of the failures.",
 )
 def recovery_payloads(
@@ -293,11 +320,13 @@ def recovery_payloads(
     rollouts: IndexHandle,
 ) -> dg.Output[PlanHandle]:
     """A key that failed the judge once and later succeeded is a success: it is carried over, never re-judged."""
+    _this_output(context, rescoring)
     return _plan(context, rescoring, startup, materialized_inputs, judge_failures, exclude=rollouts)
 
 
 @dg.multi_asset(
     group_name=RECOVERY,
+    partitions_def=OUTPUTS,
     outs={
         "recovered_rows": dg.AssetOut(description="Rows re-judged now, appended to the output."),
         "recovery_failures": dg.AssetOut(description="The output's sidecar: rows the judge failed again."),
@@ -311,12 +340,14 @@ def recover(
 ) -> Iterator[dg.Output[OutputHandle]]:
     """No reverify-mode guard: these rows were judged by this verifier once already, and failed. No flips against
     stored rewards: what these rows stored is a judge failure, not a verdict."""
+    _this_output(context, rescoring)
     names = ("recovered_rows", "recovery_failures")
     yield from _verify(rescoring, startup, recovery_payloads, names=names, against_stored=False)
 
 
 @dg.asset(
     group_name=RECOVERY,
+    partitions_def=OUTPUTS,
     description="The output after recovery: the successes carried over verbatim plus the re-judged rows.",
     check_specs=[
         dg.AssetCheckSpec(
@@ -333,6 +364,7 @@ def merged_rollouts(
     rollouts: IndexHandle,
     recovered_rows: OutputHandle,
 ) -> Iterator[dg.Output[OutputHandle] | dg.AssetCheckResult]:
+    _this_output(context, rescoring)
     output = Path(recovered_rows.path)
     successes = KeyIndex(Path(rollouts.source), pl.read_parquet(rollouts.index))
     with exclusive_output(output):
@@ -368,6 +400,7 @@ def merged_rollouts(
 
 @dg.asset(
     group_name=RECOVERY,
+    partitions_def=OUTPUTS,
     description="The aggregate metrics of the merged output, as a clean run would give.",
 )
 def merged_aggregate_metrics(
@@ -379,6 +412,7 @@ def merged_aggregate_metrics(
 ) -> dg.Output[OutputHandle | None]:
     """The run expected the successes it carried over and every key of the source sidecar: a source failure
     that was not recovered (another class, or beyond --limit) is a failed row of the merged output."""
+    _this_output(context, rescoring)
     expected = PlannedKeys.from_index(pl.read_parquet(rollouts.index), Path(rollouts.source))
     source_sidecar = source_failures_path(Path(rescoring.rollouts))
     return _aggregate(rescoring, startup, merged_rollouts, [expected], [source_sidecar])

@@ -51,3 +51,16 @@ def content_version(*paths: Path, prefetched: PrefetchedWork | None = None) -> d
     for path in paths:
         digest.update(work.file_digest(path))
     return dg.DataVersion(digest.hexdigest()[:16])
+
+
+class MergedShardsHandle(BaseModel):
+    """What ``reverify aggregate`` made: the merged output (unless the glob named only it) and its metrics."""
+
+    output: str
+    metrics: str | None  # None: no row carries an agent name, no metrics written
+    rows: int
+    shards: int
+    merged: bool
+    key_metrics: dict[str, dict[str, Any]] = {}  # per agent, as for metrics files
+    coverage: dict[str, dict[str, Any]] = {}
+    provenance: dict[str, dict[str, Any]] = {}

@@ -6,7 +6,8 @@ the files and flags: the UI shows it as a run of that job and can re-execute it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from reverify_assets.defs.assets import ALL_ASSETS
+from reverify_assets.defs.assets import ALL_ASSETS, OUTPUTS
 from reverify_assets.defs.code_location import run_job
 from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import ensure_dagster_home
@@ -104,12 +105,14 @@ def materialize_rescoring(
     there leaves no failed run behind. ``startup``: what the command prepared for the run."""
     flow = RECOVERY_FLOW if rescoring.judge_failed_only else RESCORING_FLOW
     selection = [*flow.selection, flow.metrics_asset] if aggregate else list(flow.selection)
+    partition = rescoring.partition_key
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
         capture_deaf_to_ctrl_c(instance)
         if before_run is not None:
             before_run()
-        try:
+        instance.add_dynamic_partitions(OUTPUTS.name, [partition])  # its own history, from this run on
+        with command_errors():
             result = run_job(
                 flow_job(flow),
                 ALL_ASSETS,
@@ -122,14 +125,9 @@ def materialize_rescoring(
                 project=Path.cwd(),
                 run_config=run_config_of(rescoring),
                 tags=tags or {},
+                partition_key=partition,
                 asset_selection=[dg.AssetKey(name) for name in selection],
             )
-        except dg.DagsterExecutionStepExecutionError as exc:
-            raise _user_error(exc) from exc
-        except dg.DagsterExecutionInterruptedError as exc:  # Ctrl-C, as Dagster raises it inside a step
-            raise KeyboardInterrupt from exc
-        finally:
-            interrupts.reinstate()
     metadata = {
         event.asset_key.to_user_string(): {
             name: getattr(value, "value", value) for name, value in event.materialization.metadata.items()
@@ -155,6 +153,19 @@ def _output(result: dg.ExecuteInProcessResult, flow: Flow, asset: str) -> Output
     if asset == flow.rows_asset:
         return result.output_for_node(flow.verify_node, asset)
     return result.output_for_node(asset)
+
+
+@contextmanager
+def command_errors() -> Iterator[None]:
+    """Around a command's run in this process: a step's error comes out as the command's, Ctrl-C as itself."""
+    try:
+        yield
+    except dg.DagsterExecutionStepExecutionError as exc:
+        raise _user_error(exc) from exc
+    except dg.DagsterExecutionInterruptedError as exc:  # Ctrl-C, as Dagster raises it inside a step
+        raise KeyboardInterrupt from exc
+    finally:
+        interrupts.reinstate()
 
 
 def _user_error(exc: dg.DagsterExecutionStepExecutionError) -> BaseException:

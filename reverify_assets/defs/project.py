@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from reverify_assets.defs.assets import ALL_ASSETS
+from reverify_assets.defs.assets import ALL_ASSETS, OUTPUTS
 from reverify_assets.defs.automation import (
     aggregates_sensor,
     new_rollouts_sensor,
@@ -16,11 +16,18 @@ from reverify_assets.defs.automation import (
 from reverify_assets.defs.comparison_defs import build_comparison
 from reverify_assets.defs.materialization import FLOW_JOBS
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
-from reverify_assets.defs.resources import RescoringResource, startup_resource
+from reverify_assets.defs.resources import (
+    RescoringResource,
+    ShardAggregateResource,
+    output_partition_key,
+    startup_resource,
+)
 from reverify_assets.defs.run_storage import RunScopedIOManager
+from reverify_assets.defs.shard_aggregate_defs import AGGREGATE_JOB, SHARD_AGGREGATE_RESOURCE, aggregated_shards
 from reverify_assets.rescoring.spec import load_rescorings
 
 SAMPLE = Path("samples") / "mcqa"
+UI_OUTPUT = Path("results") / "ui" / "reverified.jsonl"  # what the `reverify` group writes launched from the UI
 
 
 def build_rescorings(root: Path) -> list[list[RescoringDefs]]:
@@ -34,10 +41,17 @@ def build_definitions(root: Path) -> dg.Definitions:
     schedules = [s for r in rescorings if (s := rescore_schedule(r)) is not None]
     comparisons = [c for variants in per_file if (c := build_comparison(variants)) is not None]
     return dg.Definitions(
-        assets=[*ALL_ASSETS, *(asset for r in rescorings for asset in r.assets), *(c.asset for c in comparisons)],
+        assets=[
+            *ALL_ASSETS,
+            aggregated_shards,
+            *(asset for r in rescorings for asset in r.assets),
+            *(c.asset for c in comparisons),
+        ],
         jobs=[
-            # What `reverify run` and `reverify run --judge-failed-only` run, launchable and re-executable here.
+            # What `reverify run`, `reverify run --judge-failed-only` and `reverify aggregate` run, launchable and
+            # re-executable here.
             *FLOW_JOBS,
+            AGGREGATE_JOB,
             *(job for r in rescorings for job in (r.shard_job, r.aggregate_job)),
             *(c.job for c in comparisons),
         ],
@@ -56,8 +70,17 @@ def build_definitions(root: Path) -> dg.Definitions:
                 config_paths=[str(root / "configs" / "mcqa.yaml")],
                 inputs=str(root / SAMPLE / "rollouts_materialized_inputs.jsonl"),
                 rollouts=str(root / SAMPLE / "rollouts.jsonl"),
-                output=str(root / "results" / "ui" / "reverified.jsonl"),
+                output=str(root / UI_OUTPUT),
                 overwrite=True,
             ),
+            SHARD_AGGREGATE_RESOURCE: ShardAggregateResource.configure_at_launch(),  # each run names its shards
         },
     )
+
+
+def register_ui_output(root: Path, instance: dg.DagsterInstance) -> str:
+    """The partition the UI's own runs of the ``reverify`` group write (the bundled sample's), so that the
+    launchpad offers it."""
+    key = output_partition_key(root / UI_OUTPUT)
+    instance.add_dynamic_partitions(OUTPUTS.name, [key])
+    return key

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import orjson
+from dagster._core.definitions.partitions.utils.base import INVALID_PARTITION_SUBSTRINGS
 from pydantic import Field, PrivateAttr
 
 from reverify_assets.errors import ReverifyError
@@ -27,41 +29,27 @@ from reverify_assets.pipeline.verification import VerifyStep
 SECRET_OVERRIDES_ENV = "REVERIFY_RUN_OVERRIDES"
 
 
-class RescoringResource(dg.ConfigurableResource):
-    """Paths are as the user gave them; relative ones resolve against the process's working directory."""
+class VerifierConfigResource(dg.ConfigurableResource):
+    """The verifier config a run uses: its files and overrides, secrets kept out of the run config."""
 
     config_paths: list[str] = Field(description="NeMo-Gym-shaped verifier config files, merged in order")
     overrides: list[str] = Field(default_factory=list, description="++dotted.key=value overrides (secrets redacted)")
     secret_overrides_env: str | None = Field(
         default=None, description="the environment variable holding the overrides as given (a JSON list)"
     )
-    inputs: str = Field(description="rollouts_materialized_inputs.jsonl")
-    rollouts: str = Field(description="rollouts.jsonl (the successes, in judge recovery)")
-    output: str = Field(description="where the reverified rows go (.jsonl)")
-    force: bool = False
-    overwrite: bool = False
-    resume: bool = False
-    judge_failed_only: bool = Field(default=False, description="recover the judge failures of --rollouts")
-    append: bool = Field(default=False, description="judge recovery onto an existing output")
-    limit: int | None = None
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_attempts: int | None = Field(default=None, description="else $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3")
-    allow_mixed_configs: bool = Field(default=False, description="resume an output another verifier config began")
     # Loaded once per run's process (the CLI's runs have one): each step that needs it gets the same.
     _setup: VerifierSetup | None = PrivateAttr(default=None)
 
-    @classmethod
-    def for_run(cls, options: RunOptions) -> RescoringResource:
-        """The resource of one `reverify run`, with absolute paths (a step may run in another directory)."""
-        values = options.model_dump(exclude={"disable_aggregation"})
-        for name in ("inputs", "rollouts", "output"):
-            values[name] = str(Path(values[name]).resolve())
-        values["config_paths"] = [str(Path(p).resolve()) for p in values["config_paths"]]
-        shown = [process_secrets.redact(override) for override in options.overrides]
-        if shown != list(options.overrides):
-            os.environ[SECRET_OVERRIDES_ENV] = orjson.dumps(list(options.overrides)).decode()
-            values |= {"overrides": shown, "secret_overrides_env": SECRET_OVERRIDES_ENV}
-        return cls(**values)
+    @staticmethod
+    def config_values(config_paths: list[Path], overrides: list[str]) -> dict[str, Any]:
+        """The fields of a command's own run: absolute paths (a step may run in another directory), and the
+        overrides redacted, read as given from ``SECRET_OVERRIDES_ENV``, which this sets."""
+        values: dict[str, Any] = {"config_paths": [str(path.resolve()) for path in config_paths]}
+        shown = [process_secrets.redact(override) for override in overrides]
+        if shown != list(overrides):
+            os.environ[SECRET_OVERRIDES_ENV] = orjson.dumps(list(overrides)).decode()
+            return values | {"overrides": shown, "secret_overrides_env": SECRET_OVERRIDES_ENV}
+        return values | {"overrides": list(overrides)}
 
     def given_overrides(self) -> list[str]:
         """The overrides as the user gave them, secrets included."""
@@ -81,6 +69,36 @@ class RescoringResource(dg.ConfigurableResource):
         if self._setup is None:
             self._setup = load_verifier_setup([Path(p) for p in self.config_paths], self.given_overrides())
         return self._setup
+
+
+class RescoringResource(VerifierConfigResource):
+    """Paths are as the user gave them; relative ones resolve against the process's working directory."""
+
+    inputs: str = Field(description="rollouts_materialized_inputs.jsonl")
+    rollouts: str = Field(description="rollouts.jsonl (the successes, in judge recovery)")
+    output: str = Field(description="where the reverified rows go (.jsonl)")
+    force: bool = False
+    overwrite: bool = False
+    resume: bool = False
+    judge_failed_only: bool = Field(default=False, description="recover the judge failures of --rollouts")
+    append: bool = Field(default=False, description="judge recovery onto an existing output")
+    limit: int | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    max_attempts: int | None = Field(default=None, description="else $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3")
+    allow_mixed_configs: bool = Field(default=False, description="resume an output another verifier config began")
+
+    @classmethod
+    def for_run(cls, options: RunOptions) -> RescoringResource:
+        """The resource of one `reverify run`, with absolute paths (a step may run in another directory)."""
+        values = options.model_dump(exclude={"disable_aggregation", "config_paths", "overrides"})
+        for name in ("inputs", "rollouts", "output"):
+            values[name] = str(Path(values[name]).resolve())
+        return cls(**values, **cls.config_values(list(options.config_paths), list(options.overrides)))
+
+    @property
+    def partition_key(self) -> str:
+        """The output's absolute path: the partition of the ``reverify`` and ``judge_recovery`` assets it has."""
+        return output_partition_key(Path(self.output))
 
     def verify_step(self, *, responses: str) -> VerifyStep:
         policy = OutputPolicy(
@@ -110,3 +128,22 @@ def startup_resource(handoff: StartupHandoff | None = None) -> dg.ResourceDefini
         resource_fn=lambda _: StartupHandoff(),
         description="nothing prepared: the run starts its own servers and does its own scans",
     )
+
+
+def output_partition_key(output: Path) -> str:
+    key = str(output.resolve())
+    if (refused := [part for part in INVALID_PARTITION_SUBSTRINGS if part in key]) != []:
+        raise ReverifyError(f"--output {output}: a Dagster partition key (the output's path) cannot hold {refused}")
+    return key
+
+
+class ShardAggregateResource(VerifierConfigResource):
+    """What one ``reverify aggregate`` merges, and where."""
+
+    input_glob: str = Field(description="comma-separated globs of shard outputs")
+    output: str = Field(description="the merged output (.jsonl); its metrics are written beside it")
+    allow_mixed_configs: bool = Field(default=False, description="aggregate rows of different verifier configs")
+
+    @property
+    def partition_key(self) -> str:
+        return output_partition_key(Path(self.output))

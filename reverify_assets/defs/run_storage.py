@@ -12,6 +12,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
 
@@ -57,4 +58,7 @@ def _latest_materializing_run(context: dg.InputContext) -> str | None:
 
 
 def _stored(instance: dg.DagsterInstance, run_id: str, identifier: list[str] | tuple[str, ...]) -> Path:
-    return Path(instance.storage_directory()) / run_id / IO_FOLDER / Path(*identifier)
+    """One file name per part: a partition key may be a path (an output's), which must not reach out of the folder."""
+    return (
+        Path(instance.storage_directory()) / run_id / IO_FOLDER / Path(*(quote(part, safe="") for part in identifier))
+    )

@@ -9,9 +9,11 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import dagster as dg
 import orjson
 import pytest
 
+from reverify_assets.defs.run_tags import COMMAND_TAG
 from tests.support.cli import (
     CLI_LIMIT_S,
     CONFORMANCE_ROLLOUTS,
@@ -68,6 +70,13 @@ def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None
     assert "Metrics cover 180 rollouts (expected total unknown)\n" in result.stdout
     # The merged file is named once it is in place, before the metrics file.
     assert 0 <= result.stdout.index(f"Merged:  {merged} (180 rows") < result.stdout.index("Metrics: ")
+    # A run of the code location's job, its config the command's: what "Re-execute" in the UI runs again.
+    [run] = open_instance(home).get_runs(dg.RunsFilter(tags={COMMAND_TAG: "aggregate"}))
+    assert run.job_name == "reverify_aggregate" and run.tags["dagster/partition"] == str(merged)
+    assert run.remote_job_origin is not None and run.remote_job_origin.job_name == "reverify_aggregate"
+    config = run.run_config["resources"]["shard_aggregate"]["config"]
+    assert config["input_glob"] == f"{shards}/rs-shard*.jsonl" and config["output"] == str(merged)
+    assert f"Dagster run: {run.run_id}" in result.stdout
 
     unmerged = tmp_path / "unmerged.jsonl"
     result = aggregate_mcqa(

@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import orjson
 
+from reverify_assets.defs.code_location import CODE_LOCATION, REPOSITORY
 from tests.support.cli import REVERIFY
 from tests.support.postgres import free_port
 from tests.support.process_tree import descendants, kill_all
@@ -21,13 +22,14 @@ from tests.support.process_tree import descendants, kill_all
 # `dagster dev` starts a webserver, a daemon and a code server that imports Dagster and the definitions: about
 # 15 s on a quiet machine, several times that on a busy one.
 UI_START_S = 300.0
+# A run the UI launches waits for the daemon to dequeue it, then starts a process per step (seconds each).
+UI_RUN_S = 600.0
 ASSET_NODES = "{ assetNodes { assetKey { path } groupName isPartitioned partitionKeysByDimension { partitionKeys } } }"
 
 
-def graphql(url: str, query: str) -> dict[str, Any]:
-    request = urllib.request.Request(
-        f"{url}/graphql", data=orjson.dumps({"query": query}), headers={"Content-Type": "application/json"}
-    )
+def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = orjson.dumps({"query": query, "variables": variables or {}})
+    request = urllib.request.Request(f"{url}/graphql", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as reply:
         return orjson.loads(reply.read())
 
@@ -80,3 +82,37 @@ def running_ui(project: Path, home: Path, log: Path) -> Iterator[str]:
                 ui.kill()
                 ui.wait()
             kill_all(tree)
+
+
+LAUNCH_RUN = """
+mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}"""
+RUN_STATUS = "query Status($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
+
+
+def launch_job(url: str, job: str, tags: dict[str, str]) -> str:
+    """The job launched as the UI's Launchpad does, with the code location's own resources; its run's id."""
+    params = {
+        "selector": {"repositoryLocationName": CODE_LOCATION, "repositoryName": REPOSITORY, "jobName": job},
+        "runConfigData": {},
+        "executionMetadata": {"tags": [{"key": key, "value": value} for key, value in tags.items()]},
+    }
+    answer = graphql(url, LAUNCH_RUN, {"params": params})["data"]["launchRun"]
+    assert answer["__typename"] == "LaunchRunSuccess", answer
+    return answer["run"]["runId"]
+
+
+def finished_status(url: str, run_id: str, timeout: float = UI_RUN_S) -> str:
+    """The run's status once it has finished, however long the daemon takes to dequeue it."""
+    deadline = time.monotonic() + timeout
+    while (status := graphql(url, RUN_STATUS, {"id": run_id})["data"]["runOrError"]["status"]) not in FINISHED:
+        assert time.monotonic() < deadline, f"run {run_id} still {status} after {timeout} s"
+        time.sleep(1)
+    return status

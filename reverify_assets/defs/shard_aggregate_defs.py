@@ -1,0 +1,91 @@
+"""``reverify aggregate`` as a run of the code location's job ``reverify_aggregate``: shard outputs merged in key
+order, with the same metrics as the unsharded run. One partition per merged output (its absolute path), so each
+has its own history; the run config holds the glob and flags, so the UI can re-execute it."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from reverify_assets.defs.code_location import run_job
+from reverify_assets.defs.handles import MergedShardsHandle, content_version
+from reverify_assets.defs.instance import ensure_dagster_home
+from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
+from reverify_assets.defs.materialization import IN_PROCESS_RUN_CONFIG, command_errors
+from reverify_assets.defs.metadata import aggregate_metadata
+from reverify_assets.defs.resources import ShardAggregateResource
+from reverify_assets.defs.run_storage import RunScopedIOManager
+from reverify_assets.lib.file_names import aggregate_metrics_path
+from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
+from reverify_assets.pipeline.shard_aggregation import aggregate_shards
+
+MERGED_OUTPUTS = dg.DynamicPartitionsDefinition(name="reverify_merged_outputs")
+AGGREGATE_JOB_NAME = "reverify_aggregate"
+SHARD_AGGREGATE_RESOURCE = "shard_aggregate"
+
+
+@dg.asset(
+    group_name="reverify_aggregate",
+    partitions_def=MERGED_OUTPUTS,
+    description="Shard outputs merged in key order into one output, and NeMo Gym's aggregate metrics of it.",
+)
+def aggregated_shards(
+    context: dg.AssetExecutionContext, shard_aggregate: ShardAggregateResource
+) -> dg.Output[MergedShardsHandle]:
+    if context.partition_key != shard_aggregate.partition_key:
+        raise dg.Failure(
+            f"this run is of partition {context.partition_key!r}, but its shard_aggregate resource writes "
+            f"{shard_aggregate.partition_key!r}: launch it on that partition"
+        )
+    setup = shard_aggregate.verifier_setup()
+    made = aggregate_shards(
+        shard_aggregate.input_glob,
+        Path(shard_aggregate.output),
+        setup,
+        allow_mixed_configs=shard_aggregate.allow_mixed_configs,
+    )
+    entries = made.entries or []
+    metrics = aggregate_metrics_path(made.output) if made.entries is not None else None
+    handle = MergedShardsHandle(
+        output=str(made.output),
+        metrics=None if metrics is None else str(metrics),
+        rows=made.rows,
+        shards=made.shards,
+        merged=made.merged,
+        key_metrics={entry["agent_ref"]["name"]: entry.get("key_metrics", {}) for entry in entries},
+        coverage={entry["agent_ref"]["name"]: entry[COVERAGE_FIELD] for entry in entries},
+        provenance={entry["agent_ref"]["name"]: entry[PROVENANCE_BLOCK_FIELD] for entry in entries},
+    )
+    metadata = {"rows": made.rows, "shards": made.shards, "merged file": dg.MetadataValue.path(str(made.output))}
+    if metrics is not None:
+        metadata |= aggregate_metadata(metrics, entries, setup.config_hash)
+    return dg.Output(handle, metadata=metadata, data_version=content_version(metrics or made.output))
+
+
+AGGREGATE_JOB = dg.define_asset_job(AGGREGATE_JOB_NAME, selection=[aggregated_shards.key])
+
+
+def aggregate_in_process(resource: ShardAggregateResource, tags: dict[str, str]) -> tuple[str, MergedShardsHandle]:
+    """One run of ``reverify_aggregate`` in this process, recorded as the code location's: its id and result."""
+    partition = resource.partition_key
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        capture_deaf_to_ctrl_c(instance)
+        instance.add_dynamic_partitions(MERGED_OUTPUTS.name, [partition])
+        with command_errors():
+            result = run_job(
+                AGGREGATE_JOB,
+                [aggregated_shards],
+                {
+                    SHARD_AGGREGATE_RESOURCE: ShardAggregateResource.configure_at_launch(),
+                    "io_manager": RunScopedIOManager(),
+                },
+                instance,
+                project=Path.cwd(),
+                run_config={
+                    **IN_PROCESS_RUN_CONFIG,
+                    "resources": {SHARD_AGGREGATE_RESOURCE: {"config": resource.model_dump()}},
+                },
+                tags=tags,
+                partition_key=partition,
+            )
+    return result.run_id, result.output_for_node(aggregated_shards.op.name)

@@ -1,0 +1,110 @@
+"""Shard outputs merged in key order, then the same metrics as the unsharded run (``reverify aggregate``).
+
+Each shard's failures sidecar is read for the coverage of the metrics; the shards' plans are not known, so
+each entry says its expected total is unknown. Rows scored by different verifier configs (rows without
+``reverify_provenance`` count as one config of their own, ``original``) are refused unless
+``allow_mixed_configs``; each entry's ``provenance`` block lists the configs either way.
+
+A glob that names only the output aggregates that file as it is: how a run whose ``/aggregate_metrics`` failed
+is finished.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
+from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
+from reverify_assets.lib.shard_globs import expand_input_glob
+from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
+from reverify_assets.pipeline.aggregation_rows import rows_of_shards
+from reverify_assets.pipeline.coverage_count import CoverageSources
+from reverify_assets.pipeline.metrics_step import run_aggregation
+from reverify_assets.pipeline.preparation import VerifierSetup
+from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards
+
+log = logging.getLogger("reverify")
+
+
+@dataclass(frozen=True)
+class ShardFiles:
+    shards: list[Path]
+    in_place: bool  # the glob names only the output: its metrics are computed where it is
+
+
+@dataclass(frozen=True)
+class ShardAggregate:
+    output: Path
+    rows: int
+    shards: int
+    merged: bool  # the shards were merged into ``output``
+    entries: list[dict[str, Any]] | None  # None: no row carries an agent name, no metrics written
+
+
+def check_output_name(output: Path) -> None:
+    if output.suffix != ".jsonl":
+        raise ReverifyError(f"--output must name a .jsonl file, got {output}")
+
+
+def shard_files(input_glob: str, output: Path) -> ShardFiles:
+    """The shards ``input_glob`` names. An earlier merge into ``output`` is not a shard of this one, unless it is
+    all the glob names: then it is the output of a run whose metrics failed, aggregated where it is."""
+    named = expand_input_glob(input_glob)
+    shards = [path for path in named if path.resolve() != output.resolve()]
+    if not shards and named:
+        return ShardFiles(named, in_place=True)
+    if not shards:
+        raise ReverifyError(f"No shards matched {input_glob!r}")
+    return ShardFiles(shards, in_place=False)
+
+
+def configs_of(shards: list[Path], counts: CountsByShard) -> tuple[Counter[str], dict[str, str]]:
+    """Rows by the verifier config that scored them, and the first shard holding each config."""
+    rows: Counter[str] = Counter()
+    first_file: dict[str, str] = {}
+    for shard, shard_counts in zip(shards, counts.by_shard, strict=True):
+        rows.update(shard_counts)
+        for config in shard_counts:
+            first_file.setdefault(config, str(shard))
+    return rows, first_file
+
+
+def aggregate_shards(
+    input_glob: str, output: Path, setup: VerifierSetup, *, allow_mixed_configs: bool
+) -> ShardAggregate:
+    """The merge replaces ``output`` and the metrics beside it: never under a run still appending to it."""
+    check_output_name(output)
+    with exclusive_output(output):
+        return _aggregate(shard_files(input_glob, output), output, setup, allow_mixed_configs)
+
+
+def _aggregate(files: ShardFiles, output: Path, setup: VerifierSetup, allow_mixed_configs: bool) -> ShardAggregate:
+    shards = files.shards
+    if files.in_place:
+        log.info("reverify: %s is all the glob names: its metrics are computed where it is, the file unchanged", output)
+    counts = CountsByShard((PROVENANCE_FIELD,), scoring_config)
+    index = index_shards(shards, counts)
+    log.info("reverify: %d rows in %d shards", index.height, len(shards))
+    rows_by_config, first_file = configs_of(shards, counts)
+    if (mixed := mixed_configs_message(rows_by_config, first_file)) is not None:
+        if not allow_mixed_configs:
+            raise ReverifyError(mixed)
+        log.warning(
+            "WARNING: --allow-mixed-configs: aggregating rows of %d verifier configs: %s",
+            len(rows_by_config),
+            describe_configs(rows_by_config, first_file),
+        )
+    merge = setup.config.get("merge_shards", True) and not files.in_place
+    rows = rows_of_shards(index, shards, output if merge else None)
+    sources = CoverageSources.of([sidecar_path(shard) for shard in shards], expected=None)
+    # Closed at once if the metrics fail: the merged file's temporary copy goes then, not at the next collection.
+    with closing(rows):
+        entries = run_aggregation(rows, setup, aggregate_metrics_path(output), sources)
+    return ShardAggregate(output, index.height, len(shards), bool(merge), entries)
