@@ -14,7 +14,8 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.handles import content_version
-from reverify_assets.defs.rescoring_defs import ONE_CONFIG, RescoringDefs
+from reverify_assets.defs.rescoring_defs import RescoringDefs
+from reverify_assets.defs.shard_events import ONE_CONFIG
 from reverify_assets.errors import ReverifyError
 from reverify_assets.rescoring.spec import COMPARISON_DIR
 

@@ -12,41 +12,37 @@ verifier's servers), so any selection of them re-plans and re-scores together.
 
 import warnings
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
-import polars as pl
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.handles import content_version
 from reverify_assets.defs.metadata import (
     aggregate_metadata,
-    figure,
     key_metrics_table,
-    sidecar_metadata,
-    stored_flips_metadata,
 )
 from reverify_assets.defs.run_tags import CONFIG_TAG, RESCORING_TAG, VARIANT_TAG
-from reverify_assets.lib.file_names import sidecar_path
-from reverify_assets.pipeline.aggregation_rows import rows_of_shards
-from reverify_assets.pipeline.coverage_count import CoverageSources
-from reverify_assets.pipeline.metrics_step import run_aggregation
-from reverify_assets.pipeline.output_summary import OutputSummary
+from reverify_assets.defs.shard_events import (
+    FAILURE_RATE,
+    JOIN_COMPLETE,
+    NO_DUPLICATE_KEYS,
+    ONE_CONFIG,
+    join_problems,
+    one_config_result,
+    payload_events,
+    verified_events,
+)
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
-from reverify_assets.pipeline.shard_merge import index_shards
 from reverify_assets.rescoring.layout import RescoringLayout
-from reverify_assets.rescoring.shard_gate import gate_shards, planned_keys
-from reverify_assets.rescoring.shard_work import PlannedShard, VerifiedShard, plan_shard_files, verify_shard
+from reverify_assets.rescoring.shard_aggregate import merge_included_shards
+from reverify_assets.rescoring.shard_gate import gate_shards
+from reverify_assets.rescoring.shard_work import plan_shard_files, verify_shard
 from reverify_assets.rescoring.spec import RescoringSpec
 from reverify_assets.rescoring.status import ShardPartitions
 
 VERIFIER_POOL = "verifier"
-JOIN_COMPLETE = "join_complete"
-NO_DUPLICATE_KEYS = "no_duplicate_keys"
-FAILURE_RATE = "failure_rate_within_limit"
-ONE_CONFIG = "one_verifier_config"
 SHARD_DIMENSION = "shard"
 CONFIG_DIMENSION = "verifier_config"
 SHARD_TAG = f"dagster/partition/{SHARD_DIMENSION}"  # Dagster's own tag, one per dimension
@@ -140,11 +136,11 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         """Plans the shard, then every /verify call of it, asyncio in this one step."""
         shard = _shard_of(context, setup.config_hash)
         planned = plan_shard_files(layout, setup, shard)
-        yield from _payload_events(payloads_key, planned)
+        yield from payload_events(payloads_key, planned)
         if not planned.is_sound:  # the join checks block the verification, here in the same step
-            raise dg.Failure(f"shard {shard}: {_join_problems(planned)}: not verified")
+            raise dg.Failure(f"shard {shard}: {join_problems(planned)}: not verified")
         verified = verify_shard(planned, layout, setup)
-        yield from _verified_events(
+        yield from verified_events(
             reverified_key, failures_key, shard, verified, setup.config_hash, spec.max_failure_rate
         )
 
@@ -177,20 +173,13 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         gate = gate_shards(layout, registered, spec.max_failure_rate)
         if not gate.included:
             raise dg.Failure(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
-        outputs = [layout.shard_output(shard) for shard in gate.included]
-        summary = OutputSummary()  # of the merged file, counted as the metrics read it
-        rows = summary.count_passing(rows_of_shards(index_shards(outputs), outputs, layout.merged))
-        # The coverage counts every registered shard's plan: a shard left out is missing from the metrics, but
-        # the failures of one left out for its failure rate are known (its files are sound) and count as failed.
-        sidecars = [sidecar_path(layout.shard_output(shard)) for shard in [*gate.included, *gate.over_limit]]
-        sources = CoverageSources.of(sidecars, planned_keys(layout, registered))
-        with closing(rows):
-            entries = run_aggregation(rows, setup, layout.merged_metrics, sources) or []
+        merged = merge_included_shards(layout, setup, gate, registered)
+        entries = merged.entries
         metadata = aggregate_metadata(layout.merged_metrics, entries, setup.config_hash) if entries else {}
         metadata.update(
             {
                 "merged file": dg.MetadataValue.path(str(layout.merged)),
-                "rows": summary.rows,
+                "rows": merged.summary.rows,
                 "shards included": len(gate.included),
                 "shards registered": len(registered),
                 "shards left out": dg.MetadataValue.json(gate.excluded),
@@ -198,7 +187,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
             }
         )
         yield dg.Output(None, metadata=metadata, data_version=content_version(layout.merged))
-        yield one_config_result(summary, setup.config_hash)
+        yield one_config_result(merged.summary, setup.config_hash)
 
     # However a run of this rescoring is launched (the UI, the schedule, the CLI), it says which one it is.
     job_tags = {RESCORING_TAG: name, CONFIG_TAG: setup.config_hash, **({VARIANT_TAG: variant} if variant else {})}
@@ -245,114 +234,3 @@ def _check_config(asked: str, config_hash: str) -> None:
             f"this run asks for verifier config {asked}, but the verifier config files now give {config_hash}: "
             "reload the code location (Deployment > Reload) and launch the run again"
         )
-
-
-def _payload_events(key: dg.AssetKey, planned: PlannedShard) -> Iterator[Any]:
-    plan, (first, end) = planned.plan, planned.tasks
-    yield dg.MaterializeResult(
-        asset_key=key,
-        metadata={
-            "rows": plan.plan.height,
-            "rollouts in shard": plan.rollouts,
-            "tasks": f"{first}..{end - 1}",
-            "rollouts file": dg.MetadataValue.path(str(planned.rollouts)),
-            "plan": dg.MetadataValue.path(str(planned.plan_file)),
-        },
-        data_version=content_version(planned.plan_file),
-    )
-    yield dg.AssetCheckResult(
-        asset_key=key,
-        check_name=JOIN_COMPLETE,
-        passed=plan.is_complete,
-        metadata={
-            "shard": planned.shard,
-            "rollouts without input": plan.missing_inputs.height,
-            "first": _first_keys(plan.missing_inputs),
-        },
-    )
-    yield dg.AssetCheckResult(
-        asset_key=key,
-        check_name=NO_DUPLICATE_KEYS,
-        passed=not plan.has_duplicates,
-        metadata={
-            "shard": planned.shard,
-            "duplicated keys": plan.duplicate_keys.height,
-            "first": _first_keys(plan.duplicate_keys),
-        },
-    )
-
-
-def _join_problems(planned: PlannedShard) -> str:
-    plan, problems = planned.plan, []
-    if not plan.is_complete:
-        problems.append(
-            f"{JOIN_COMPLETE} failed: {plan.missing_inputs.height} rollouts without an input row "
-            f"({_first_keys(plan.missing_inputs)})"
-        )
-    if plan.has_duplicates:
-        problems.append(
-            f"{NO_DUPLICATE_KEYS} failed: {plan.duplicate_keys.height} keys twice ({_first_keys(plan.duplicate_keys)})"
-        )
-    return "; ".join(problems)
-
-
-def _verified_events(
-    rows_key: dg.AssetKey,
-    failures_key: dg.AssetKey,
-    shard: str,
-    verified: VerifiedShard,
-    config_hash: str,
-    limit: float,
-) -> Iterator[Any]:
-    result = verified.result
-    metadata: dict[str, Any] = {
-        "file": dg.MetadataValue.path(str(result.files.output)),
-        "rows": verified.rows,
-        "failures": verified.failures,
-        "failures by class": dg.MetadataValue.json(dict(verified.failures_by_class.most_common())),
-        "rows verified this run": result.stats.verified,
-        "verifier config hash": config_hash,
-    }
-    if (mean := verified.whole.mean_reward(result)) is not None:
-        metadata["mean reward"] = figure(mean)
-    if verified.whole.flips is not None:
-        metadata.update(stored_flips_metadata(verified.whole.flips))
-    yield dg.MaterializeResult(asset_key=rows_key, metadata=metadata, data_version=content_version(result.files.output))
-    yield dg.MaterializeResult(
-        asset_key=failures_key,
-        metadata=sidecar_metadata(result.files.sidecar, result.stats, config_hash),
-        data_version=content_version(result.files.sidecar),
-    )
-    yield dg.AssetCheckResult(
-        asset_key=rows_key,
-        check_name=FAILURE_RATE,
-        passed=verified.failure_rate <= limit,
-        metadata={
-            "shard": shard,
-            "failure rate": figure(verified.failure_rate),
-            "limit": limit,
-        },
-    )
-
-
-def one_config_result(summary: OutputSummary, current: str) -> dg.AssetCheckResult:
-    """Fails, naming the configs, when a merged row was scored by another verifier config than the current."""
-    others = {config: rows for config, rows in summary.rows_by_config.items() if config != current}
-    if others:
-        described = ", ".join(f"{rows} by {config}" for config, rows in sorted(others.items()))
-        description = f"of {summary.rows} merged rows, {described}; the current verifier config is {current}"
-    else:
-        description = f"all {summary.rows} merged rows were scored by the current verifier config {current}"
-    return dg.AssetCheckResult(
-        check_name=ONE_CONFIG,
-        passed=not others,
-        description=description,
-        metadata={
-            "current verifier config": current,
-            "rows by verifier config": dg.MetadataValue.json(dict(summary.rows_by_config)),
-        },
-    )
-
-
-def _first_keys(keys: pl.DataFrame, limit: int = 5) -> str:
-    return ", ".join(f"({t}, {r})" for t, r in keys.head(limit).iter_rows()) or "none"

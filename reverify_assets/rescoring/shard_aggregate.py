@@ -1,0 +1,39 @@
+"""A rescoring's aggregate: the current shards that pass the gate, merged in key order, and their metrics."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any
+
+from reverify_assets.lib.file_names import sidecar_path
+from reverify_assets.pipeline.aggregation_rows import rows_of_shards
+from reverify_assets.pipeline.coverage_count import CoverageSources
+from reverify_assets.pipeline.metrics_step import run_aggregation
+from reverify_assets.pipeline.output_summary import OutputSummary
+from reverify_assets.pipeline.preparation import VerifierSetup
+from reverify_assets.pipeline.shard_merge import index_shards
+from reverify_assets.rescoring.layout import RescoringLayout
+from reverify_assets.rescoring.shard_gate import ShardGate, planned_keys
+
+
+@dataclass(frozen=True)
+class MergedShards:
+    summary: OutputSummary  # of the merged file, counted as the metrics read it
+    entries: list[dict[str, Any]]  # empty: no row carries an agent name
+
+
+def merge_included_shards(
+    layout: RescoringLayout, setup: VerifierSetup, gate: ShardGate, registered: list[str]
+) -> MergedShards:
+    """``gate.included`` merged into ``layout.merged``, with its metrics beside it. The coverage counts every
+    registered shard's plan: a shard left out is missing from the metrics, but the failures of one left out
+    for its failure rate are known (its files are sound) and count as failed."""
+    outputs = [layout.shard_output(shard) for shard in gate.included]
+    summary = OutputSummary()
+    rows = summary.count_passing(rows_of_shards(index_shards(outputs), outputs, layout.merged))
+    sidecars = [sidecar_path(layout.shard_output(shard)) for shard in [*gate.included, *gate.over_limit]]
+    sources = CoverageSources.of(sidecars, planned_keys(layout, registered))
+    with closing(rows):
+        entries = run_aggregation(rows, setup, layout.merged_metrics, sources) or []
+    return MergedShards(summary, entries)
