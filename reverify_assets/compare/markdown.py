@@ -48,6 +48,16 @@ def render_headline(report: CompareReport, title: str) -> str:
     return "\n".join([*lines, *_overall_body(figures)])
 
 
+def render_flip_table(report: CompareReport) -> str:
+    """The 2×2 table alone (:func:`render_figures`, the figures): each short enough for a dashboard to show in
+    place."""
+    return "\n".join(_flip_lines(report.overall))
+
+
+def render_figures(report: CompareReport) -> str:
+    return "\n".join(_figure_lines(report.overall))
+
+
 def _sides(report: CompareReport) -> list[str]:
     def side(role: str, summary: SideSummary, coverage: SideCoverage) -> str:
         configs = ", ".join(
@@ -97,16 +107,21 @@ def _overall(figures: PairedFigures) -> list[str]:
 
 
 def _overall_body(figures: PairedFigures) -> list[str]:
-    lines: list[str] = []
+    return [*_flip_lines(figures), "", *_figure_lines(figures), ""]
+
+
+def _flip_lines(figures: PairedFigures) -> list[str]:
     if figures.binary is None:
-        lines += [f"2×2 table, McNemar's test and Cohen's κ: omitted: {figures.binary_omitted}.", ""]
-    else:
-        lines += [*_pass_fail_table(figures.binary.table), ""]
+        return [f"2×2 table, McNemar's test and Cohen's κ: omitted: {figures.binary_omitted}."]
+    return _pass_fail_table(figures.binary.table)
+
+
+def _figure_lines(figures: PairedFigures) -> list[str]:
     if figures.delta is None:
-        return [*lines, f"Reward change: omitted: {figures.delta_omitted}.", ""]
+        return [f"Reward change: omitted: {figures.delta_omitted}."]
     rows = [] if figures.binary is None else _pass_fail_rows(figures.binary)
     rows += _delta_rows(figures.delta, figures.rows)
-    return [*lines, *_table(["figure", "value"], rows, right=set()), ""]
+    return _table(["figure", "value"], rows, right=set())
 
 
 def _pass_fail_rows(binary: BinaryFigures) -> list[list[str]]:

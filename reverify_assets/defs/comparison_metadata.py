@@ -1,5 +1,6 @@
 """What the comparison asset shows in the Dagster UI: per pair of variants, its headline markdown, its figures
-as numbers (plotted across materializations), its files, and the per-task change as an embedded PNG."""
+as numbers (plotted across materializations) and as a table, its files, and the per-task change as a bar chart
+and as an embedded PNG."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 
 import dagster as dg
 
+from reverify_assets.compare.delta_bars import delta_bars
 from reverify_assets.compare.delta_plot import task_delta_histogram
-from reverify_assets.compare.markdown import render_headline
+from reverify_assets.compare.markdown import render_figures, render_flip_table, render_headline
 from reverify_assets.defs.metadata import figure, p_value
 from reverify_assets.rescoring.variant_comparison import PairComparison
 
@@ -52,8 +54,12 @@ def pair_metadata(comparison: PairComparison) -> dict[str, Any]:
             "mean Δ 95 % high": figure(delta.interval.high),
         }
     metadata = {f"{title}: {name}": value for name, value in values.items()}
+    # Shown in place on the asset's page (markdown under 1,000 characters); the plot, longer, behind a click.
+    metadata[f"{title}: 2×2 table"] = dg.MetadataValue.md(render_flip_table(report))
+    metadata[f"{title}: figures"] = dg.MetadataValue.md(render_figures(report))
+    metadata[f"{title}: per-task Δ"] = dg.MetadataValue.md(delta_bars(comparison.task_deltas))
     png = task_delta_histogram(comparison.task_deltas, title=f"per-task mean reward change, {title}")
-    metadata[f"{title}: per-task Δ"] = dg.MetadataValue.md(
+    metadata[f"{title}: per-task Δ plot"] = dg.MetadataValue.md(
         f"![per-task Δ](data:image/png;base64,{base64.b64encode(png).decode()})"
     )
     metadata[f"{title}: report"] = dg.MetadataValue.path(str(files.report))

@@ -20,7 +20,7 @@ from tests.support.cli import run_args, run_reverify
 from tests.support.dagster_ui import running_ui
 from tests.support.instance import open_instance
 from tests.support.process_tree import wait_until
-from tests.support.project import LENIENT, STRICT, Project, make_project
+from tests.support.project import LENIENT, STRICT, VARIANTS, Project, make_project
 
 pytestmark = pytest.mark.slow
 
@@ -164,3 +164,22 @@ def aggregate_of(home: Path, rescoring: RescoringDefs) -> dict[str, object] | No
     if not records or records[0].asset_materialization is None:
         return None
     return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
+
+
+def test_the_comparison_shows_its_flip_table_and_per_task_change_without_a_click(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path, tasks=10), tmp_path / "home"
+    project.write_rescoring(extra=VARIANTS)
+    done = run_reverify("backfill", project.name, home=home, cwd=project.root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with running_ui(project.root, home, tmp_path / "ui.log") as url, chromium(url, tmp_path / "screenshots") as page:
+        try:
+            page.open(f"/assets/{project.name}/comparison")
+            # Rendered markdown: table cells, not the "[Show Markdown]" link to them.
+            page.wait_for("//td[normalize-space()='0 (unchanged)']", "the per-task change's bar chart")
+            page.wait_for("//td[normalize-space()='flip rate']", "the figures table")
+            flips = page.wait_for("//th[normalize-space()='candidate pass']", "the 2×2 table")
+            page.scroll_to(flips)
+            page.screenshot("comparison-in-place")
+        except BaseException:
+            page.screenshot("failure")
+            raise

@@ -29,11 +29,10 @@ from tests.support.cli import (
     write_jsonl,
 )
 from tests.support.instance import latest_materialization, open_instance
-from tests.support.project import LENIENT, STRICT, make_project
+from tests.support.project import LENIENT, VARIANTS, make_project
 
 pytestmark = pytest.mark.slow
 PAIR = "strict → lenient"
-VARIANTS = f'variants:\n  strict: {{overrides: ["{STRICT}"]}}\n  lenient: {{overrides: ["{LENIENT}"]}}\n'
 
 
 def embedded_png(markdown: str) -> bytes:
@@ -78,8 +77,14 @@ def test_the_comparison_asset_shows_the_flip_table_figures_and_the_per_task_hist
     assert metadata[f"{PAIR}: mean Δ 95 % low"] <= metadata[f"{PAIR}: mean Δ"] <= metadata[f"{PAIR}: mean Δ 95 % high"]
     for figure in ("McNemar p", "Cohen's κ", "compared rows", "compared tasks"):
         assert isinstance(metadata[f"{PAIR}: {figure}"], int | float), figure
-    png = embedded_png(metadata[f"{PAIR}: per-task Δ"])
+    png = embedded_png(metadata[f"{PAIR}: per-task Δ plot"])
     assert png.startswith(PNG_SIGNATURE) and len(png) <= 60_000
+    # What the asset's page shows in place: Dagster renders markdown under 1,000 characters inline.
+    bars, flips, figures = (metadata[f"{PAIR}: {name}"] for name in ("per-task Δ", "2×2 table", "figures"))
+    assert "| 0 (unchanged) | 1 |" in bars and "| -0.50 to -0.25 | 1 |" in bars and "| +0.75 to +1.00 | 1 |" in bars
+    assert "| baseline fail |              2 |              1 |     3 |" in flips
+    assert "| flip rate " in figures and "| mean Δ " in figures
+    assert max(len(bars), len(flips), len(figures)) < 1000
     report = Path(metadata[f"{PAIR}: report"])
     assert report.parent == comparison.variants[0].spec.outputs / "comparison"
     assert orjson.loads(report.read_bytes())["overall"]["binary"]["table"]["fail_to_pass"] == 2
@@ -163,7 +168,7 @@ def test_backfill_compares_the_variants_after_their_aggregates_as_reverify_compa
         round(interval["low"], 4),
         round(interval["high"], 4),
     ), "the asset's interval is the CLI's: same resamples and seed"
-    assert embedded_png(metadata[f"{PAIR}: per-task Δ"]).startswith(PNG_SIGNATURE)
+    assert embedded_png(metadata[f"{PAIR}: per-task Δ plot"]).startswith(PNG_SIGNATURE)
     assert (outputs / "comparison" / "strict_vs_lenient.md").read_text().startswith("# reverify compare")
 
     # Each shard's flips against the rewards the rollouts stored add up to `reverify compare rollouts merged`.

@@ -88,6 +88,10 @@ class Page:
 
         self.until(clicked, what, timeout)
 
+    def scroll_to(self, element: WebElement) -> None:
+        """``element`` at the top of its scrolling pane: what the next screenshot shows."""
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", element)
+
     def text(self) -> str:
         return self.driver.find_element(By.TAG_NAME, "body").text
 

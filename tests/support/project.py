@@ -11,6 +11,8 @@ from tests.support.cli import ROOT
 
 LENIENT = "++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"
 STRICT = "++mcqa.resources_servers.mcqa.grading_mode=strict_single_letter_boxed"
+# A rescoring's two variants, strict against lenient: its comparison asset compares them.
+VARIANTS = f'variants:\n  strict: {{overrides: ["{STRICT}"]}}\n  lenient: {{overrides: ["{LENIENT}"]}}\n'
 
 
 @dataclass(frozen=True)
