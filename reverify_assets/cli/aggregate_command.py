@@ -2,7 +2,7 @@
 (``pipeline.shard_aggregation``), as a run of the code location's job ``reverify_aggregate``.
 
 The glob, the output and the config are checked before Dagster is imported: a mistake there leaves no failed
-run behind.
+run behind. The shards are indexed in a thread while Dagster imports, and the run takes the index.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from pathlib import Path
 
 from reverify_assets.cli.summary import print_coverage
 from reverify_assets.lib.file_names import aggregate_metrics_path
+from reverify_assets.lib.prefetch import PrefetchedWork
 from reverify_assets.pipeline.preparation import load_verifier_setup
-from reverify_assets.pipeline.shard_aggregation import check_output_name, shard_files
+from reverify_assets.pipeline.shard_aggregation import check_output_name, shard_files, start_shard_index
+from reverify_assets.pipeline.startup_handoff import StartupHandoff
 
 
 def absolute_globs(input_glob: str) -> str:
@@ -25,7 +27,8 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     output = Path(args.output)
     check_output_name(output)
     setup = load_verifier_setup([Path(p) for p in args.config], overrides)
-    shard_files(args.input_glob, output)
+    work = PrefetchedWork()
+    start_shard_index(work, shard_files(args.input_glob, output))
     from reverify_assets.defs.resources import ShardAggregateResource
     from reverify_assets.defs.run_tags import COMMAND_TAG, CONFIG_TAG, OUTPUT_TAG
     from reverify_assets.defs.shard_aggregate_defs import aggregate_in_process
@@ -37,7 +40,7 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
         **ShardAggregateResource.config_values([Path(p) for p in args.config], overrides),
     )
     tags = {COMMAND_TAG: "aggregate", OUTPUT_TAG: str(output), CONFIG_TAG: setup.config_hash}
-    run_id, made = aggregate_in_process(resource, tags)
+    run_id, made = aggregate_in_process(resource, tags, StartupHandoff(work))
     if made.merged:
         print(f"Merged:  {output} ({made.rows} rows, sorted by key)")
     if made.metrics is None:

@@ -13,11 +13,10 @@ from typing import Any
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from reverify_assets.defs.code_location import run_job
+from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, run_job
 from reverify_assets.defs.comparison_defs import ComparisonDefs
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
-from reverify_assets.defs.materialization import IN_PROCESS_RUN_CONFIG
 from reverify_assets.defs.rescoring_defs import RescoringDefs
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.defs.run_tags import COMMAND_TAG, RESCORING_TAG

@@ -1,4 +1,5 @@
-"""Runs the command line makes, recorded as runs of the project's code location, so that the UI can re-execute them.
+"""Runs the command line makes, recorded as runs of the project's code location, so that the UI can re-execute them;
+a step's error comes out of them as the command's own.
 
 ``execute_in_process`` records no origin for its runs: the UI shows their job as "not found" and refuses to
 re-execute them. The CLI runs the same jobs the code location defines (``workspace.yaml`` names it
@@ -23,6 +24,15 @@ from dagster._core.remote_origin import (
 )
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import interrupts
+
+# Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead. One process, as
+# on the command line, for the run and for its re-execution from the UI.
+IN_PROCESS_RUN_CONFIG = {
+    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
+    "execution": {"config": {"in_process": {}}},
+}
 CODE_LOCATION = "reverify-assets"  # workspace.yaml's location_name
 REPOSITORY = "__repository__"  # what Dagster names the repository of a module's Definitions
 DEFINITIONS_FILE = "definitions.py"
@@ -80,3 +90,24 @@ def _runs_originate_in(instance: dg.DagsterInstance, origin: RemoteJobOrigin) ->
         yield
     finally:
         del instance.create_run_for_job  # the class's method again
+
+
+@contextmanager
+def command_errors() -> Iterator[None]:
+    """Around a command's run in this process: a step's error comes out as the command's, Ctrl-C as itself."""
+    try:
+        yield
+    except dg.DagsterExecutionStepExecutionError as exc:
+        raise _user_error(exc) from exc
+    except dg.DagsterExecutionInterruptedError as exc:  # Ctrl-C, as Dagster raises it inside a step
+        raise KeyboardInterrupt from exc
+    finally:
+        interrupts.reinstate()
+
+
+def _user_error(exc: dg.DagsterExecutionStepExecutionError) -> BaseException:
+    """Our own errors come out as they are; anything else keeps Dagster's context."""
+    cause = exc.user_exception
+    if isinstance(cause, ReverifyError | KeyboardInterrupt):
+        return cause
+    return ReverifyError(f"step {exc.step_key!r} failed: {type(cause).__name__}: {cause}")

@@ -6,8 +6,7 @@ the files and flags: the UI shows it as a run of that job and can re-execute it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,22 +15,13 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.assets import ALL_ASSETS, OUTPUTS
-from reverify_assets.defs.code_location import run_job
+from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, command_errors, run_job
 from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.resources import RescoringResource, startup_resource
 from reverify_assets.defs.run_storage import RunScopedIOManager
-from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import interrupts
 from reverify_assets.pipeline.startup_handoff import StartupHandoff
-
-# Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead. One process, as
-# on the command line, for the run and for its re-execution from the UI.
-IN_PROCESS_RUN_CONFIG = {
-    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
-    "execution": {"config": {"in_process": {}}},
-}
 
 
 @dataclass(frozen=True)
@@ -153,24 +143,3 @@ def _output(result: dg.ExecuteInProcessResult, flow: Flow, asset: str) -> Output
     if asset == flow.rows_asset:
         return result.output_for_node(flow.verify_node, asset)
     return result.output_for_node(asset)
-
-
-@contextmanager
-def command_errors() -> Iterator[None]:
-    """Around a command's run in this process: a step's error comes out as the command's, Ctrl-C as itself."""
-    try:
-        yield
-    except dg.DagsterExecutionStepExecutionError as exc:
-        raise _user_error(exc) from exc
-    except dg.DagsterExecutionInterruptedError as exc:  # Ctrl-C, as Dagster raises it inside a step
-        raise KeyboardInterrupt from exc
-    finally:
-        interrupts.reinstate()
-
-
-def _user_error(exc: dg.DagsterExecutionStepExecutionError) -> BaseException:
-    """Our own errors come out as they are; anything else keeps Dagster's context."""
-    cause = exc.user_exception
-    if isinstance(cause, ReverifyError | KeyboardInterrupt):
-        return cause
-    return ReverifyError(f"step {exc.step_key!r} failed: {type(cause).__name__}: {cause}")

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import dagster as dg
 
-from reverify_assets.defs.code_location import run_job
+from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, command_errors, run_job
 from reverify_assets.defs.handles import MergedShardsHandle, content_version
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
-from reverify_assets.defs.materialization import IN_PROCESS_RUN_CONFIG, command_errors
 from reverify_assets.defs.metadata import aggregate_metadata
-from reverify_assets.defs.resources import ShardAggregateResource
+from reverify_assets.defs.resources import ShardAggregateResource, startup_resource
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.lib.file_names import aggregate_metrics_path
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
 from reverify_assets.pipeline.shard_aggregation import aggregate_shards
+from reverify_assets.pipeline.startup_handoff import StartupHandoff
 
 MERGED_OUTPUTS = dg.DynamicPartitionsDefinition(name="reverify_merged_outputs")
 AGGREGATE_JOB_NAME = "reverify_aggregate"
@@ -29,7 +29,9 @@ SHARD_AGGREGATE_RESOURCE = "shard_aggregate"
     description="Shard outputs merged in key order into one output, and NeMo Gym's aggregate metrics of it.",
 )
 def aggregated_shards(
-    context: dg.AssetExecutionContext, shard_aggregate: ShardAggregateResource
+    context: dg.AssetExecutionContext,
+    shard_aggregate: ShardAggregateResource,
+    startup: dg.ResourceParam[StartupHandoff],
 ) -> dg.Output[MergedShardsHandle]:
     if context.partition_key != shard_aggregate.partition_key:
         raise dg.Failure(
@@ -41,6 +43,7 @@ def aggregated_shards(
         shard_aggregate.input_glob,
         Path(shard_aggregate.output),
         setup,
+        startup.work,
         allow_mixed_configs=shard_aggregate.allow_mixed_configs,
     )
     entries = made.entries or []
@@ -64,8 +67,11 @@ def aggregated_shards(
 AGGREGATE_JOB = dg.define_asset_job(AGGREGATE_JOB_NAME, selection=[aggregated_shards.key])
 
 
-def aggregate_in_process(resource: ShardAggregateResource, tags: dict[str, str]) -> tuple[str, MergedShardsHandle]:
-    """One run of ``reverify_aggregate`` in this process, recorded as the code location's: its id and result."""
+def aggregate_in_process(
+    resource: ShardAggregateResource, tags: dict[str, str], startup: StartupHandoff
+) -> tuple[str, MergedShardsHandle]:
+    """One run of ``reverify_aggregate`` in this process, recorded as the code location's: its id and result.
+    ``startup``: what the command prepared for it (the shards' index)."""
     partition = resource.partition_key
     ensure_dagster_home()
     with dg.DagsterInstance.get() as instance:
@@ -77,6 +83,7 @@ def aggregate_in_process(resource: ShardAggregateResource, tags: dict[str, str])
                 [aggregated_shards],
                 {
                     SHARD_AGGREGATE_RESOURCE: ShardAggregateResource.configure_at_launch(),
+                    "startup": startup_resource(startup),
                     "io_manager": RunScopedIOManager(),
                 },
                 instance,

@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Hashable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.lib.prefetch import PrefetchedWork
 from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
 from reverify_assets.lib.shard_globs import expand_input_glob
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
@@ -76,21 +80,38 @@ def configs_of(shards: list[Path], counts: CountsByShard) -> tuple[Counter[str],
     return rows, first_file
 
 
+def start_shard_index(work: PrefetchedWork, files: ShardFiles) -> None:
+    """Index the shards in a thread now, for ``aggregate_shards`` to take: the command's Dagster import runs
+    alongside (at 100,000 rows the index was ready at 0.7 s, the import at 1.4 s)."""
+    work.start(_index_key(files.shards), files.shards, lambda: _index(files.shards))
+
+
 def aggregate_shards(
-    input_glob: str, output: Path, setup: VerifierSetup, *, allow_mixed_configs: bool
+    input_glob: str, output: Path, setup: VerifierSetup, work: PrefetchedWork, *, allow_mixed_configs: bool
 ) -> ShardAggregate:
     """The merge replaces ``output`` and the metrics beside it: never under a run still appending to it."""
     check_output_name(output)
     with exclusive_output(output):
-        return _aggregate(shard_files(input_glob, output), output, setup, allow_mixed_configs)
+        return _aggregate(shard_files(input_glob, output), output, setup, work, allow_mixed_configs)
 
 
-def _aggregate(files: ShardFiles, output: Path, setup: VerifierSetup, allow_mixed_configs: bool) -> ShardAggregate:
+def _index_key(shards: list[Path]) -> Hashable:
+    return ("shard index", *(shard.resolve() for shard in shards))
+
+
+def _index(shards: list[Path]) -> tuple[pl.DataFrame, CountsByShard]:
+    counts = CountsByShard((PROVENANCE_FIELD,), scoring_config)
+    return index_shards(shards, counts), counts
+
+
+def _aggregate(
+    files: ShardFiles, output: Path, setup: VerifierSetup, work: PrefetchedWork, allow_mixed_configs: bool
+) -> ShardAggregate:
     shards = files.shards
     if files.in_place:
         log.info("reverify: %s is all the glob names: its metrics are computed where it is, the file unchanged", output)
-    counts = CountsByShard((PROVENANCE_FIELD,), scoring_config)
-    index = index_shards(shards, counts)
+    started = work.take(_index_key(shards))
+    index, counts = started.result() if started is not None else _index(shards)
     log.info("reverify: %d rows in %d shards", index.height, len(shards))
     rows_by_config, first_file = configs_of(shards, counts)
     if (mixed := mixed_configs_message(rows_by_config, first_file)) is not None:

@@ -13,7 +13,7 @@ import dagster as dg
 import orjson
 import pytest
 
-from reverify_assets.defs.materialization import IN_PROCESS_RUN_CONFIG
+from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG
 from reverify_assets.defs.project import build_definitions
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring
 from reverify_assets.rescoring.spec import find_rescoring
