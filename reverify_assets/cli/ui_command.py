@@ -53,12 +53,16 @@ def ui_command(project: Path, port: int) -> None:
 
 
 def _register_ui_output(project: Path) -> None:
-    import dagster as dg
-
-    from reverify_assets.defs.project import register_ui_output
-
-    with dg.DagsterInstance.get() as instance:
-        register_ui_output(project.resolve(), instance)
+    """In a child process: Dagster imported here took over this process's Ctrl-C, and ``dagster dev`` then
+    outlived it."""
+    register = (
+        "import sys; from pathlib import Path; import dagster as dg; "
+        "from reverify_assets.defs.project import register_ui_output; "
+        "instance = dg.DagsterInstance.get(); register_ui_output(Path(sys.argv[1]), instance)"
+    )
+    done = subprocess.run([sys.executable, "-c", register, str(project.resolve())], stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise ReverifyError(f"could not register the UI's output partition in {os.environ.get('DAGSTER_HOME')}")
 
 
 def _stop(dev: subprocess.Popen[bytes]) -> None:

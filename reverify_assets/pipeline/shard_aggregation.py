@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.prefetch import PrefetchedWork
@@ -54,7 +54,7 @@ class ShardAggregate:
 
 def check_output_name(output: Path) -> None:
     if output.suffix != ".jsonl":
-        raise ReverifyError(f"--output must name a .jsonl file, got {output}")
+        raise UsageError(f"--output must name a .jsonl file, got {output}")
 
 
 def shard_files(input_glob: str, output: Path) -> ShardFiles:
