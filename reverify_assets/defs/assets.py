@@ -29,7 +29,7 @@ from reverify_assets.defs.handles import (
     work_dir,
 )
 from reverify_assets.defs.metadata import aggregate_metadata, figure, sidecar_metadata, verification_metadata
-from reverify_assets.defs.resources import RescoringResource
+from reverify_assets.defs.resources import RescoringResource, refuse_other_partition
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.atomic_files import write_parquet_atomic
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
@@ -69,14 +69,7 @@ log = logging.getLogger("reverify")
 
 
 def _this_output(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> None:
-    """A run's partition names the output its rescoring resource writes: one launched on another output's
-    partition would record these files' results as that output's."""
-    if context.partition_key != rescoring.partition_key:
-        raise dg.Failure(
-            f"this run is of partition {context.partition_key!r}, but its rescoring resource writes "
-            f"{rescoring.partition_key!r}: launch it on partition {rescoring.partition_key!r} (add it if the "
-            "partitions list lacks it), or set the resource's output to the partition's file"
-        )
+    refuse_other_partition(context.partition_key, "rescoring", rescoring.partition_key)
 
 
 @dg.asset(

@@ -11,7 +11,7 @@ from reverify_assets.defs.handles import MergedShardsHandle, content_version
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.metadata import aggregate_metadata
-from reverify_assets.defs.resources import ShardAggregateResource, startup_resource
+from reverify_assets.defs.resources import ShardAggregateResource, refuse_other_partition, startup_resource
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.lib.file_names import aggregate_metrics_path
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
@@ -33,11 +33,7 @@ def aggregated_shards(
     shard_aggregate: ShardAggregateResource,
     startup: dg.ResourceParam[StartupHandoff],
 ) -> dg.Output[MergedShardsHandle]:
-    if context.partition_key != shard_aggregate.partition_key:
-        raise dg.Failure(
-            f"this run is of partition {context.partition_key!r}, but its shard_aggregate resource writes "
-            f"{shard_aggregate.partition_key!r}: launch it on that partition"
-        )
+    refuse_other_partition(context.partition_key, SHARD_AGGREGATE_RESOURCE, shard_aggregate.partition_key)
     setup = shard_aggregate.verifier_setup()
     made = aggregate_shards(
         shard_aggregate.input_glob,
