@@ -9,6 +9,7 @@ that materialized it last.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ import dagster as dg
 from reverify_assets.lib.atomic_files import write_bytes_atomic
 
 IO_FOLDER = "io"
+# File systems refuse names over 255 bytes; a quoted output path (a partition key) can be longer.
+LONGEST_STORED_NAME = 200
 
 
 class RunScopedIOManager(dg.ConfigurableIOManager):
@@ -59,6 +62,13 @@ def _latest_materializing_run(context: dg.InputContext) -> str | None:
 
 def _stored(instance: dg.DagsterInstance, run_id: str, identifier: list[str] | tuple[str, ...]) -> Path:
     """One file name per part: a partition key may be a path (an output's), which must not reach out of the folder."""
-    return (
-        Path(instance.storage_directory()) / run_id / IO_FOLDER / Path(*(quote(part, safe="") for part in identifier))
-    )
+    return Path(instance.storage_directory()) / run_id / IO_FOLDER / Path(*(_stored_name(part) for part in identifier))
+
+
+def _stored_name(part: str) -> str:
+    quoted = quote(part, safe="")
+    if len(quoted) <= LONGEST_STORED_NAME:
+        return quoted
+    # Keep the readable end (an output's file name) and make the name unique with the whole part's digest.
+    digest = hashlib.sha256(part.encode()).hexdigest()
+    return f"{quoted[-(LONGEST_STORED_NAME - len(digest) - 1) :]}-{digest}"

@@ -66,3 +66,41 @@ def test_an_asset_never_materialized_is_a_clear_failure(tmp_path: Path) -> None:
             dg.materialize(
                 [handle, reader], instance=instance, selection=[reader], resources={"io_manager": RunScopedIOManager()}
             )
+
+
+LONG_PATHS = dg.DynamicPartitionsDefinition(name="long_paths")
+
+
+@dg.asset(partitions_def=LONG_PATHS)
+def partitioned_handle(context: dg.AssetExecutionContext) -> str:
+    return context.partition_key
+
+
+@dg.asset(partitions_def=LONG_PATHS)
+def partitioned_reader(partitioned_handle: str) -> str:
+    return partitioned_handle
+
+
+def test_an_output_path_longer_than_a_file_name_is_stored_and_read_back(tmp_path: Path) -> None:
+    # Two keys over 255 bytes that differ only at the start must not share a stored file.
+    tail = "/".join(["a-rather-long-folder-name"] * 12) + "/reverified.jsonl"
+    keys = [f"/first{tail}", f"/second{tail}"]
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions(LONG_PATHS.name, keys)
+        for key in keys:
+            result = dg.materialize(
+                [partitioned_handle, partitioned_reader],
+                instance=instance,
+                partition_key=key,
+                resources={"io_manager": RunScopedIOManager()},
+            )
+            assert result.output_for_node("partitioned_reader") == key
+        for key in keys:
+            alone = dg.materialize(
+                [partitioned_handle, partitioned_reader],
+                instance=instance,
+                partition_key=key,
+                selection=[partitioned_reader],
+                resources={"io_manager": RunScopedIOManager()},
+            )
+            assert alone.output_for_node("partitioned_reader") == key
