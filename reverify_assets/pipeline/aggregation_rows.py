@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -58,29 +58,24 @@ def rows_of_shards(
     index: pl.DataFrame,
     shards: Sequence[Path],
     merged: Path | None = None,
-    on_merged: Callable[[], None] | None = None,
     *,
     in_process_below: int = SHARDS_IN_PROCESS_BELOW_BYTES,
 ) -> Rows:
     """The rows of ``shards`` in the order of ``index`` (``shard_merge.index_shards``). With ``merged`` each row is
-    also copied to that file, moved into place once the last row is read; then ``on_merged`` is called. A reader
-    that stops short leaves no merged file."""
+    also copied to that file, moved into place once the last row is read. A reader that stops short leaves no
+    merged file."""
     if sum(path.stat().st_size for path in shards) < in_process_below:
-        return _rows_of_shards_in_process(index, shards, merged, on_merged)
-    return _rows_of_shards_from_child(index, shards, merged, on_merged)
+        return _rows_of_shards_in_process(index, shards, merged)
+    return _rows_of_shards_from_child(index, shards, merged)
 
 
-def _rows_of_shards_in_process(
-    index: pl.DataFrame, shards: Sequence[Path], merged: Path | None, on_merged: Callable[[], None] | None
-) -> Rows:
+def _rows_of_shards_in_process(index: pl.DataFrame, shards: Sequence[Path], merged: Path | None) -> Rows:
     if merged is None:
         return iter_rows(index, shards)
-    return merged_rows(index, shards, merged, on_merged)
+    return merged_rows(index, shards, merged)
 
 
-def _rows_of_shards_from_child(
-    index: pl.DataFrame, shards: Sequence[Path], merged: Path | None, on_merged: Callable[[], None] | None
-) -> Rows:
+def _rows_of_shards_from_child(index: pl.DataFrame, shards: Sequence[Path], merged: Path | None) -> Rows:
     if merged is not None:
         merged.parent.mkdir(parents=True, exist_ok=True)
     # Next to the merged file, so that moving it out is a rename; whatever the child leaves (killed mid-write, say)
@@ -94,12 +89,10 @@ def _rows_of_shards_from_child(
         target = NO_MERGED_FILE if merged is None else str(staged)
         arguments = ["shards", str(index_file), target, *map(str, shards)]
         if not (yield from _rows_from_child(arguments, f"{len(shards)} shard(s)")):
-            yield from _rows_of_shards_in_process(index, shards, merged, on_merged)
+            yield from _rows_of_shards_in_process(index, shards, merged)
             return
         if merged is not None:
             os.replace(staged, merged)
-    if merged is not None and on_merged is not None:
-        on_merged()
 
 
 def _rows_from_child(arguments: list[str], source: str) -> Generator[dict[str, Any], None, bool]:

@@ -98,18 +98,14 @@ def iter_rows(index: pl.DataFrame, shards: Sequence[Path]) -> Generator[dict[str
         yield _parsed(raw, path, line, key)
 
 
-def merged_rows(
-    index: pl.DataFrame, shards: Sequence[Path], output: Path, on_merged: Callable[[], None] | None = None
-) -> Iterator[dict[str, Any]]:
+def merged_rows(index: pl.DataFrame, shards: Sequence[Path], output: Path) -> Iterator[dict[str, Any]]:
     """``iter_rows`` while each row is copied to ``output`` verbatim, byte for byte (merging never re-serialises a
     result): one reading of the shards serves both. The merged file is moved into place once the last row is
-    read, then ``on_merged`` is called; a reader that stops short leaves none."""
+    read; a reader that stops short leaves none."""
     with AtomicWriter(output) as fh:
         for raw, path, line, key in iter_raw_lines(index, shards):
             fh.write(raw)
             yield _parsed(raw, path, line, key)
-    if on_merged is not None:
-        on_merged()
 
 
 def _parsed(raw: bytes, path: Path, line: int, key: RolloutKey) -> dict[str, Any]:
