@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from reverify_assets.cli.summary import print_coverage
-from reverify_assets.lib.file_names import aggregate_metrics_path
+from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.prefetch import PrefetchedWork
 from reverify_assets.pipeline.preparation import load_verifier_setup
 from reverify_assets.pipeline.shard_aggregation import check_output_name, shard_files, start_shard_index
@@ -27,26 +27,28 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     output = Path(args.output)
     check_output_name(output)
     setup = load_verifier_setup([Path(p) for p in args.config], overrides)
-    work = PrefetchedWork()
-    start_shard_index(work, shard_files(args.input_glob, output))
-    from reverify_assets.defs.resources import ShardAggregateResource
-    from reverify_assets.defs.run_tags import COMMAND_TAG, CONFIG_TAG, OUTPUT_TAG
-    from reverify_assets.defs.shard_aggregate_defs import aggregate_in_process
+    # Held from here to the end, so that a second writer is refused before it starts a run that would fail.
+    with exclusive_output(output):
+        work = PrefetchedWork()
+        start_shard_index(work, shard_files(args.input_glob, output))
+        from reverify_assets.defs.resources import ShardAggregateResource
+        from reverify_assets.defs.run_tags import COMMAND_TAG, CONFIG_TAG, OUTPUT_TAG
+        from reverify_assets.defs.shard_aggregate_defs import aggregate_in_process
 
-    resource = ShardAggregateResource(
-        input_glob=absolute_globs(args.input_glob),
-        output=str(output.resolve()),
-        allow_mixed_configs=args.allow_mixed_configs,
-        **ShardAggregateResource.config_values([Path(p) for p in args.config], overrides),
-    )
-    tags = {COMMAND_TAG: "aggregate", OUTPUT_TAG: str(output), CONFIG_TAG: setup.config_hash}
-    run_id, made = aggregate_in_process(resource, tags, StartupHandoff(work))
+        resource = ShardAggregateResource(
+            input_glob=absolute_globs(args.input_glob),
+            output=str(output.resolve()),
+            allow_mixed_configs=args.allow_mixed_configs,
+            **ShardAggregateResource.config_values([Path(p) for p in args.config], overrides),
+        )
+        tags = {COMMAND_TAG: "aggregate", OUTPUT_TAG: str(output), CONFIG_TAG: setup.config_hash}
+        run_id, made = aggregate_in_process(resource, tags, StartupHandoff(work))
     if made.merged:
-        print(f"Merged:  {output} ({made.rows} rows, sorted by key)")
+        print(f"Merged:  {made.output} ({made.rows} rows, sorted by key)")
     if made.metrics is None:
         print("No row carries an agent name: no metrics written.")
     else:
-        print(f"Metrics: {aggregate_metrics_path(output)}")
+        print(f"Metrics: {made.metrics}")
         print_coverage(made.coverage, made.provenance)
         for agent, key_metrics in made.key_metrics.items():
             print(f"  {agent}: {key_metrics}")

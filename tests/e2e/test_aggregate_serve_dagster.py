@@ -68,7 +68,7 @@ def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None
     assert ours[0]["coverage"] | {"expected": 180, "missing": 0} == reference[0]["coverage"] | {"complete": False}
     assert ours[0]["coverage"]["expected"] == ours[0]["coverage"]["missing"] == "unknown"
     assert "Metrics cover 180 rollouts (expected total unknown)\n" in result.stdout
-    # The merged file is named once it is in place, before the metrics file.
+    # The merged file is named before the metrics file.
     assert 0 <= result.stdout.index(f"Merged:  {merged} (180 rows") < result.stdout.index("Metrics: ")
     # A run of the code location's job, its config the command's: what "Re-execute" in the UI runs again.
     [run] = open_instance(home).get_runs(dg.RunsFilter(tags={COMMAND_TAG: "aggregate"}))
@@ -85,6 +85,21 @@ def test_sharded_runs_aggregate_to_the_unsharded_metrics(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     assert not unmerged.exists()
     assert orjson.loads((tmp_path / "unmerged_aggregate_metrics.json").read_bytes()) == ours
+
+    # An output that is a link: the file it points at is written, the link stays, and the paths printed are those
+    # written.
+    (tmp_path / "elsewhere").mkdir()
+    target, link = tmp_path / "elsewhere" / "target.jsonl", tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    result = aggregate_mcqa(f"{shards}/rs-shard*.jsonl", link, LENIENT, home=home)
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and target.read_bytes() == merged.read_bytes()
+    printed = dict(
+        line.split(maxsplit=1) for line in result.stdout.splitlines() if line.startswith(("Merged:", "Metrics:"))
+    )
+    assert printed["Merged:"] == f"{target} (180 rows, sorted by key)"
+    assert printed["Metrics:"] == str(tmp_path / "elsewhere" / "target_aggregate_metrics.json")
+    assert Path(printed["Metrics:"]).exists()
 
 
 def without_coverage(entries: list[dict]) -> list[dict]:

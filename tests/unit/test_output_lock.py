@@ -16,6 +16,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import lock_path
 from reverify_assets.lib.output_lock import exclusive_output
 from tests.support.cli import MCQA_CONFIG, run_reverify
+from tests.support.instance import open_instance
 from tests.support.small_disk import mounted_tmpfs
 
 HOLD = """
@@ -107,3 +108,6 @@ def test_aggregate_is_refused_while_a_run_writes_its_output(tmp_path: Path) -> N
     with held_elsewhere(output) as holder:
         done = run_reverify("aggregate", "--config", MCQA_CONFIG, "-i", output, "-o", output, home=tmp_path / "h")
     assert done.returncode == 1 and f"another run with PID {holder.pid} is writing" in done.stderr, done.stderr
+    # Refused before it started: no failed run is left in the instance.
+    home = tmp_path / "h"
+    assert not home.exists() or open_instance(home).get_runs() == []
