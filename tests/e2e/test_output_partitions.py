@@ -53,3 +53,20 @@ def test_a_recovery_stays_in_sync_when_other_files_are_re_scored(tmp_path: Path)
     }
     assert [len(runs) for runs in history.values()] == [1, 1, 1], "each output's rollouts: one run, its own"
     assert len({run for runs in history.values() for run in runs}) == 3
+
+
+def test_a_recovery_appended_to_its_own_output_shares_that_outputs_partition(tmp_path: Path) -> None:
+    """As the README says: one partition holds the file's whole history, and the recovery's assets are current."""
+    home = tmp_path / "h"
+    with FakeVerifier() as server:
+        inputs, _, first = judge_outage_run(tmp_path, server)
+        recovered = run_against(tmp_path, server, inputs, first, first, "--judge-failed-only", "--append")
+        assert recovered.returncode == 0, recovered.stderr
+    instance = open_instance(home)
+    assert instance.get_dynamic_partitions(OUTPUTS.name) == [str(first)]
+    runs_of_rollouts = instance.fetch_materializations(
+        dg.AssetRecordsFilter(dg.AssetKey("rollouts"), asset_partitions=[str(first)]), limit=10
+    ).records
+    assert len(runs_of_rollouts) == 2, "the first run's source, then the recovery's (the output itself)"
+    assert set(statuses(instance, first, ["rollouts", *RECOVERY_KEYS]).values()) == {StaleStatus.FRESH}
+    assert statuses(instance, first, ["verify_payloads"]) == {"verify_payloads": StaleStatus.STALE}
