@@ -121,12 +121,16 @@ def _figure_lines(figures: PairedFigures) -> list[str]:
         return [f"Reward change: omitted: {figures.delta_omitted}."]
     rows = [] if figures.binary is None else _pass_fail_rows(figures.binary)
     rows += _delta_rows(figures.delta, figures.rows)
-    return _table(["figure", "value"], rows, right=set())
+    table = _table(["figure", "value"], rows, right=set())
+    # Below the table, not in it: a cell that long would pad every row to its width, past what the Dagster UI
+    # shows in place.
+    reason = None if figures.binary is None else figures.binary.kappa.undefined_reason
+    return table if reason is None else [*table, "", f"κ {reason}"]
 
 
 def _pass_fail_rows(binary: BinaryFigures) -> list[list[str]]:
     table, kappa = binary.table, binary.kappa
-    rows = [
+    return [
         ["flip rate", f"{_percent(binary.flip_rate)} ({table.discordant} of {table.rows} rows)"],
         [
             "net change",
@@ -140,7 +144,6 @@ def _pass_fail_rows(binary: BinaryFigures) -> list[list[str]]:
             f"expected {kappa.expected_agreement:.3f})",
         ],
     ]
-    return rows if kappa.undefined_reason is None else [*rows, ["", f"κ {kappa.undefined_reason}"]]
 
 
 def _delta_rows(delta: DeltaFigures, rows: int) -> list[list[str]]:
