@@ -19,6 +19,7 @@ from reverify_assets.errors import ReverifyError, UsageError, WriteError
 from reverify_assets.lib.file_names import RunFiles, unsafe_path
 from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.lib.partition_keys import output_partition_key
 from reverify_assets.lib.prefetch import PrefetchedWork, start_import
 from reverify_assets.lib.resume_cache import max_attempts_from
 from reverify_assets.lib.source_files import check_source_file
@@ -79,6 +80,7 @@ def check_before_start(options: RunOptions) -> None:
             )
         check_source_file("--judge-failed-only's failures sidecar", failures)
     check_sources_kept(options.inputs, options.rollouts, options.output, force=options.force, append=options.append)
+    output_partition_key(options.output)
     if options.resume or options.append:
         return
     check_fresh_output(RunFiles.for_output(options.output), overwrite=options.overwrite)

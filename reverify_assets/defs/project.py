@@ -19,11 +19,11 @@ from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_v
 from reverify_assets.defs.resources import (
     RescoringResource,
     ShardAggregateResource,
-    output_partition_key,
     startup_resource,
 )
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.defs.shard_aggregate_defs import AGGREGATE_JOB, SHARD_AGGREGATE_RESOURCE, aggregated_shards
+from reverify_assets.lib.partition_keys import output_partition_key
 from reverify_assets.rescoring.spec import load_rescorings
 
 SAMPLE = Path("samples") / "mcqa"

@@ -14,11 +14,11 @@ from typing import Any
 
 import dagster as dg
 import orjson
-from dagster._core.definitions.partitions.utils.base import INVALID_PARTITION_SUBSTRINGS
 from pydantic import Field, PrivateAttr
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import process_secrets
+from reverify_assets.lib.partition_keys import output_partition_key
 from reverify_assets.lib.resume_cache import max_attempts_from
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import OutputPolicy
@@ -128,13 +128,6 @@ def startup_resource(handoff: StartupHandoff | None = None) -> dg.ResourceDefini
         resource_fn=lambda _: StartupHandoff(),
         description="nothing prepared: the run starts its own servers and does its own scans",
     )
-
-
-def output_partition_key(output: Path) -> str:
-    key = str(output.resolve())
-    if (refused := [part for part in INVALID_PARTITION_SUBSTRINGS if part in key]) != []:
-        raise ReverifyError(f"--output {output}: a Dagster partition key (the output's path) cannot hold {refused}")
-    return key
 
 
 class ShardAggregateResource(VerifierConfigResource):

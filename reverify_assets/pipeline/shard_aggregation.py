@@ -24,6 +24,7 @@ import polars as pl
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.lib.partition_keys import output_partition_key
 from reverify_assets.lib.prefetch import PrefetchedWork
 from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
 from reverify_assets.lib.shard_globs import expand_input_glob
@@ -55,6 +56,7 @@ class ShardAggregate:
 def check_output_name(output: Path) -> None:
     if output.suffix != ".jsonl":
         raise UsageError(f"--output must name a .jsonl file, got {output}")
+    output_partition_key(output)
 
 
 def shard_files(input_glob: str, output: Path) -> ShardFiles:
