@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import read_jsonl, run_with_config, write_jsonl
+from tests.support.cli import read_jsonl, run_reverify, run_with_config, write_jsonl
 from tests.support.echoing_judge import EchoingJudge, masked_forms
 from tests.support.fake_verifier import FakeVerifier
 from tests.support.instance import open_instance
@@ -121,13 +121,21 @@ def test_a_key_given_as_an_override_is_not_kept_in_the_run_config(tmp_path: Path
     inputs, rollouts = qa_dataset(tmp_path)
     output = tmp_path / "out" / "reverified.jsonl"
     override = f"++judge.resources_servers.equivalence_judge.openai_api_key={KEY}"
+    merged = tmp_path / "out" / "merged.jsonl"
+    home = tmp_path / "dagster_home"
     with FakeVerifier() as server:
         config = judge_config(tmp_path, f"      url: {server.url}\n")
-        result = run_with_config(config, inputs, rollouts, output, override, home=tmp_path / "dagster_home")
-    assert result.returncode == 0, result.stderr
+        result = run_with_config(config, inputs, rollouts, output, override, home=home)
+        assert result.returncode == 0, result.stderr
+        aggregated = run_reverify(
+            "aggregate", "--config", config, "--input-glob", output, "--output", merged, override, home=home
+        )
+    assert aggregated.returncode == 0, aggregated.stderr
     assert len(read_jsonl(output)) == 2, "the second task's rows are scored (the first's fail the judge)"
-    with open_instance(tmp_path / "dagster_home") as instance:
-        [run] = instance.get_runs()
-    shown = run.run_config["resources"]["rescoring"]["config"]["overrides"]
-    assert shown == ["++judge.resources_servers.equivalence_judge.openai_api_key=[REDACTED]"], shown
-    assert_no_run_of_the_key(tmp_path, result.stdout, result.stderr)
+    assert read_jsonl(merged) == read_jsonl(output)
+    with open_instance(home) as instance:
+        runs = {run.job_name: run for run in instance.get_runs()}
+    redacted = ["++judge.resources_servers.equivalence_judge.openai_api_key=[REDACTED]"]
+    assert runs["reverify_run"].run_config["resources"]["rescoring"]["config"]["overrides"] == redacted
+    assert runs["reverify_aggregate"].run_config["resources"]["shard_aggregate"]["config"]["overrides"] == redacted
+    assert_no_run_of_the_key(tmp_path, result.stdout, result.stderr, aggregated.stdout, aggregated.stderr)
