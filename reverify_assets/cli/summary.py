@@ -29,6 +29,7 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
     if failures:
         by_class = ", ".join(f"{count} {name}" for name, count in failures.items())
         print(f"Rollouts missing from the score: {verified.get('failures', 0)} ({by_class}); see {run.failures.path}")
+        print_failure_causes(failures, verified.get("first failure messages") or {})
     if (mean := output.get("mean reward")) is not None:
         print(f"Mean reward: {mean:.4f}")
     if disable_aggregation:
@@ -41,6 +42,19 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
     if verified.get("unsafe"):
         print("WARNING: this output is unsafe: the verifier may need per-rollout state that reverification lacks.")
     print(f"Dagster run: {run.run_id}")
+
+
+SHOWN_FAILURE_CAUSES = 5
+
+
+def print_failure_causes(by_class: dict[str, int], first_messages: dict[str, str]) -> None:
+    """The commonest failure classes with the first message of each: the cause, on screen, not only in the
+    sidecar."""
+    print("Top failure causes:")
+    for name, count in sorted(by_class.items(), key=lambda item: (-item[1], item[0]))[:SHOWN_FAILURE_CAUSES]:
+        print(f"  {count} {name}: {first_messages.get(name, '(no message)')}")
+    if (more := len(by_class) - SHOWN_FAILURE_CAUSES) > 0:
+        print(f"  … and {more} more class{'es' if more > 1 else ''}")
 
 
 def print_coverage(coverage: dict[str, dict[str, Any]], provenance: dict[str, dict[str, Any]]) -> None:

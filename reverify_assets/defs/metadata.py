@@ -47,6 +47,7 @@ def verification_metadata(
         "rows already settled": result.skipped,
         "failures": stats.to_sidecar,
         "failures by class": dg.MetadataValue.json(dict(stats.failures_by_class)),
+        "first failure messages": dg.MetadataValue.json(stats.first_failure_messages),
         "not persisted": stats.not_persisted,
         "verifier config hash": config_hash,
         "reverify modes": dg.MetadataValue.json(result.reverify_modes),
@@ -113,6 +114,7 @@ def sidecar_metadata(sidecar: Path, stats: VerifyStats, config_hash: str) -> dic
         "file": dg.MetadataValue.path(str(sidecar)),
         "rows written": stats.to_sidecar,
         "failures by class": dg.MetadataValue.json(dict(stats.failures_by_class)),
+        "first failure messages": dg.MetadataValue.json(stats.first_failure_messages),
         "verifier config hash": config_hash,
     }
 

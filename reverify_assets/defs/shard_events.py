@@ -80,6 +80,7 @@ def verified_events(
         "rows": verified.rows,
         "failures": verified.failures,
         "failures by class": dg.MetadataValue.json(dict(verified.failures_by_class.most_common())),
+        "first failure messages this run": dg.MetadataValue.json(result.stats.first_failure_messages),
         "rows verified this run": result.stats.verified,
         "verifier config hash": config_hash,
     }

@@ -67,6 +67,21 @@ def verify_failure_row(
     return stamp_result(row, payload, key, stamp)
 
 
+# Where a failure row says what went wrong: ours and NeMo Gym's verify failures, its judge errors, a server's reason.
+FAILURE_MESSAGE_FIELDS = ("_ng_failure_message", "_ng_failure_judge_error", "failure_reason")
+SHOWN_FAILURE_MESSAGE_CHARS = 300
+
+
+def failure_message(row: Mapping[str, Any]) -> str | None:
+    """What a failure row says went wrong, on one line and short enough for a terminal."""
+    for name in FAILURE_MESSAGE_FIELDS:
+        if isinstance(message := row.get(name), str) and (one_line := " ".join(message.split())):
+            if len(one_line) > SHOWN_FAILURE_MESSAGE_CHARS:
+                return one_line[: SHOWN_FAILURE_MESSAGE_CHARS - 1] + "…"
+            return one_line
+    return None
+
+
 def run_label(row: dict[str, Any]) -> str | None:
     """The label NeMo Gym groups aggregate metrics by: environment server if stamped, else agent name."""
     env = row.get("_ng_environment_server")

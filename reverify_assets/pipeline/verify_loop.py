@@ -23,8 +23,9 @@ from reverify_assets.lib import process_secrets
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.jsonl import LineAppender
 from reverify_assets.lib.keys import RolloutKey, describe_key
-from reverify_assets.lib.result_routing import Destination
+from reverify_assets.lib.result_routing import Destination, failure_message
 from reverify_assets.lib.routed_row import RoutedRow, route_result, route_verify_failure
+from reverify_assets.lib.unreachable_watch import UnreachableWatch
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.verifier.client import StoredRowOutcome, VerifierClient, VerifyOutcome
 
@@ -40,6 +41,8 @@ class VerifyStats:
     to_sidecar: int = 0
     not_persisted: int = 0
     failures_by_class: Counter[str] = field(default_factory=Counter)
+    # The first message of each class, secrets redacted: what the summary shows as the cause.
+    first_failure_messages: dict[str, str] = field(default_factory=dict)
     reward_sum: float = 0.0
     # Each row written to the output against the reward its rollout stored: counted here, where both are at hand.
     stored_flips: StoredRewardFlips = field(default_factory=StoredRewardFlips)
@@ -65,6 +68,7 @@ class _Settled:
     routed: RoutedRow
     stored_reward: float | None  # what the original run stored on the rollout row
     stored_masked: bool
+    server: str
 
 
 @dataclass(slots=True)
@@ -87,20 +91,20 @@ class _StoredPlanned:
     rollout_at: tuple[int, int]
 
 
-def _settle(planned: _Planned, outcome: VerifyOutcome, stamp: dict[str, str]) -> _Settled:
+def _settle(planned: _Planned, outcome: VerifyOutcome, stamp: dict[str, str], server: str) -> _Settled:
     key, payload = planned.key, planned.payload
     if outcome.result is None:
         routed = route_verify_failure(payload, key, outcome.error or "unknown error", stamp)
     else:
         routed = route_result(outcome.result, payload, key, stamp)
-    return _Settled(key, routed, planned.stored_reward, planned.stored_masked)
+    return _Settled(key, routed, planned.stored_reward, planned.stored_masked, server)
 
 
 def _settle_stored(
-    planned: _StoredPlanned, outcome: StoredRowOutcome, stamp: dict[str, str], pairs: PairReader
+    planned: _StoredPlanned, outcome: StoredRowOutcome, stamp: dict[str, str], pairs: PairReader, server: str
 ) -> _Settled:
     if outcome.routed is not None:
-        return _Settled(planned.key, outcome.routed, outcome.stored_reward, outcome.stored_masked)
+        return _Settled(planned.key, outcome.routed, outcome.stored_reward, outcome.stored_masked, server)
     # Unscored: read the pair here, as rows are read for servers without the route. A row that cannot be read
     # stops the run with its file and line; the others go to the sidecar, as a failed /verify would.
     pair = pairs.read(planned.key, planned.input_at, planned.rollout_at)
@@ -110,20 +114,21 @@ def _settle_stored(
             f"which this run reads without fault: {outcome.error}"
         )
     routed = route_verify_failure(pair.payload, planned.key, outcome.error or "unknown error", stamp)
-    return _Settled(planned.key, routed, pair.stored_reward, pair.stored_masked)
+    return _Settled(planned.key, routed, pair.stored_reward, pair.stored_masked, server)
 
 
 async def _verify_row(
-    client: VerifierClient, batch: list[_Planned], stamp: dict[str, str], slots: asyncio.Semaphore
+    server: str, client: VerifierClient, batch: list[_Planned], stamp: dict[str, str], slots: asyncio.Semaphore
 ) -> list[_Settled]:
     """The batch of one row a server without ``/reverify_batch`` is sent: one ``/verify``."""
     (planned,) = batch
     async with slots:
         outcome = await client.verify(orjson.dumps(planned.payload))
-    return [_settle(planned, outcome, stamp)]
+    return [_settle(planned, outcome, stamp, server)]
 
 
 async def _reverify_stored_batch(
+    server: str,
     client: VerifierClient,
     batch: list[_StoredPlanned],
     stamp: dict[str, str],
@@ -132,7 +137,9 @@ async def _reverify_stored_batch(
 ) -> list[_Settled]:
     async with slots:
         outcomes = await client.reverify_batch([planned.row for planned in batch], orjson.dumps(stamp))
-    return [_settle_stored(planned, outcome, stamp, pairs) for planned, outcome in zip(batch, outcomes, strict=True)]
+    return [
+        _settle_stored(planned, outcome, stamp, pairs, server) for planned, outcome in zip(batch, outcomes, strict=True)
+    ]
 
 
 def batch_sizes(limits: Mapping[str, int], concurrency: int) -> dict[str, int]:
@@ -179,9 +186,9 @@ async def verify_plan(
 
     def send(server: str, batch: list[Any]) -> None:
         if sends_stored[server]:
-            work = _reverify_stored_batch(clients[server], batch, stamps[server], slots, pairs)
+            work = _reverify_stored_batch(server, clients[server], batch, stamps[server], slots, pairs)
         else:
-            work = _verify_row(clients[server], batch, stamps[server], slots)
+            work = _verify_row(server, clients[server], batch, stamps[server], slots)
         task = asyncio.create_task(work)
         running.add(task)
         task.add_done_callback(hand_over)
@@ -226,6 +233,7 @@ async def verify_plan(
     producer = asyncio.create_task(dispatch())
     last_report = time.monotonic()
     redact = process_secrets.line_redactor()
+    unreachable = UnreachableWatch()
     with LineAppender(files.output) as output, LineAppender(files.sidecar) as sidecar:
         pending: dict[Destination, list[bytes]] = {Destination.OUTPUT: [], Destination.SIDECAR: []}
 
@@ -249,9 +257,9 @@ async def verify_plan(
                     raise item
                 room.release()
                 stats.verified += 1
-                _count(stats, item)
                 if item.routed.destination is not Destination.NOWHERE:
                     pending[item.routed.destination].append(item.routed.line)
+                _count(stats, item, redact, unreachable)  # may stop the run: the row is pending, and kept
                 # Rows are written in the order they settle, so one slow row never holds the others back;
                 # write whenever nothing else has settled yet, so finished rows reach disk promptly.
                 if settled_rows.empty() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
@@ -275,7 +283,9 @@ async def verify_plan(
     return stats
 
 
-def _count(stats: VerifyStats, settled: _Settled) -> None:
+def _count(
+    stats: VerifyStats, settled: _Settled, redact: Callable[[bytes], bytes] | None, unreachable: UnreachableWatch
+) -> None:
     routed = settled.routed
     if routed.destination is Destination.OUTPUT:
         if stats.last_output_key is not None and settled.key < stats.last_output_key:
@@ -284,8 +294,17 @@ def _count(stats: VerifyStats, settled: _Settled) -> None:
         stats.to_output += 1
         stats.reward_sum += routed.reward or 0.0
         stats.stored_flips.add(settled.stored_reward, routed.reward, masked=routed.masked or settled.stored_masked)
+        if unreachable.watching(settled.server):
+            unreachable.settled(settled.server, None, None)
     elif routed.destination is Destination.SIDECAR:
         stats.to_sidecar += 1
-        stats.failures_by_class[routed.failure_class or "unknown"] += 1
+        failure_class = routed.failure_class or "unknown"
+        stats.failures_by_class[failure_class] += 1
+        watching = unreachable.watching(settled.server)
+        if watching or failure_class not in stats.first_failure_messages:  # parsed for these rows only
+            message = failure_message(orjson.loads(routed.line if redact is None else redact(routed.line)))
+            stats.first_failure_messages.setdefault(failure_class, message or "(no message)")
+            if watching:
+                unreachable.settled(settled.server, failure_class, message)
     else:
         stats.not_persisted += 1

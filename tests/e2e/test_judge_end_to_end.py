@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -69,10 +70,11 @@ def judge_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
 
 
-def qa_dataset(directory: Path) -> tuple[Path, Path]:
-    """NeMo Gym files of a free-form QA run: materialized inputs (task-major) and rollouts (reversed)."""
+def qa_dataset(directory: Path, copies: int = 1) -> tuple[Path, Path]:
+    """NeMo Gym files of a free-form QA run: materialized inputs (task-major) and rollouts (reversed); ``copies``
+    times the questions, as tasks of their own."""
     inputs, rollouts = [], []
-    for task, (question, expected, answers, _) in enumerate(QA):
+    for task, (question, expected, answers, _) in enumerate(QA * copies):
         for rollout, answer in enumerate(answers):
             key = {"_ng_task_index": task, "_ng_rollout_index": rollout}
             inputs.append(
@@ -314,6 +316,46 @@ def test_an_agent_whose_rows_all_failed_still_has_an_entry(
     }
     assert entry["provenance"] == {"rows_by_config": {}, "mixed": False}
     assert f"Metrics cover 0 of {ROWS} rollouts ({ROWS} judge_failed): incomplete" in run.result.stdout
+
+
+def test_a_judge_nothing_listens_on_stops_the_run_at_its_first_rows(
+    tmp_path: Path, judge: LocalJudge, transcript: Transcript
+) -> None:
+    judge.control()
+    inputs, rollouts = qa_dataset(tmp_path, copies=50)  # 600 rows
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    config = judge_config(tmp_path, judge)
+    config.write_text(config.read_text().replace(judge.url, dead))
+    output = tmp_path / "out" / "reverified.jsonl"
+    args = ["run", "--config", config, "--inputs", inputs, "--rollouts", rollouts, "--output", output]
+    stopped = run_reverify(*args, home=tmp_path / "dagster_home")
+    transcript.roots.append(tmp_path)
+    transcript.outputs += [stopped.stdout, stopped.stderr]
+    assert stopped.returncode == 1, stopped.stderr
+    assert "the first 16 rows verified by resources server 'judge' all failed to connect" in stopped.stderr
+    assert f"(judge_failed): ClientConnectorError: Cannot connect to host {dead.removeprefix('http://')}" in (
+        stopped.stderr
+    )
+    assert "run the same command with --resume" in stopped.stderr and "Traceback" not in stopped.stderr
+    parked = read_jsonl(output.with_name("reverified_failures.jsonl"))
+    assert 16 <= len(parked) < 600, "stopped at its first rows, not after every row's retries"
+
+    # The judge is up: the resume scores every row, the parked ones included.
+    config.write_text(config.read_text().replace(dead, judge.url))
+    resumed = run_reverify(*args, "--resume", home=tmp_path / "dagster_home")
+    transcript.outputs += [resumed.stdout, resumed.stderr]
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(read_jsonl(output)) == 600
+
+
+def test_the_causes_of_failures_are_on_screen(tmp_path: Path, judge: LocalJudge, transcript: Transcript) -> None:
+    judge.control(fail_status=503, fail_share=1.0)
+    run = reverify(tmp_path, judge, transcript)
+    assert run.result.returncode == 0, run.result.stderr
+    assert f"Top failure causes:\n  {ROWS} judge_failed: HTTP 503 from the judge" in run.result.stdout
+    assert "(after 3 attempts)\n" in run.result.stdout
 
 
 @pytest.mark.parametrize(
