@@ -22,6 +22,9 @@ def add_judge_serve_parser(commands: Any) -> None:
     parser.add_argument("--fail-share", type=float, default=0.0, help="share of requests that fail, 0..1 (0)")
     parser.add_argument("--seed", type=int, default=0, help="which requests the failing share hits (0)")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="wait before every answer (0)")
+    parser.add_argument(
+        "--rate-limit-rps", type=float, metavar="N", help="answer N requests a second, 429 + Retry-After for the rest"
+    )
     parser.add_argument("--outage", metavar="START:END", help="fail every request from START to END s after start")
     parser.add_argument(
         "--api-key-env", metavar="NAME", help="require `Authorization: Bearer $NAME` on every request (401 otherwise)"
@@ -45,6 +48,7 @@ def judge_serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
             fail_share=args.fail_share,
             seed=args.seed,
             latency_ms=args.latency_ms,
+            rate_limit_rps=args.rate_limit_rps,
             outage=args.outage,
         )
     except ValidationError as exc:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +36,7 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
-from reverify_assets.judge_model.settings import FailureSettings, share_hit
+from reverify_assets.judge_model.settings import FailureSettings, RequestBucket, share_hit
 from reverify_assets.judge_model.verdict_rule import MissingMarkers, verdict_reply
 
 MODEL_NAME = "local-equivalence-judge"
@@ -49,6 +50,7 @@ class JudgeModelStats:
     requests: int = 0  # every POST to a model route, whatever became of it
     answered: int = 0
     failed: int = 0  # injected failures (fail_share, outage)
+    throttled: int = 0  # HTTP 429 for going over rate_limit_rps
     unauthorized: int = 0
     bad_requests: int = 0
     bearer_requests: int = 0  # requests that carried a Bearer token (its value is never kept)
@@ -60,6 +62,7 @@ class JudgeModelStats:
             "requests": self.requests,
             "answered": self.answered,
             "failed": self.failed,
+            "throttled": self.throttled,
             "unauthorized": self.unauthorized,
             "bad_requests": self.bad_requests,
             "bearer_requests": self.bearer_requests,
@@ -101,6 +104,11 @@ class JudgeModel:
         self._api_key = api_key or None
         self._clock = clock
         self._outage_since = clock()
+        self._bucket = self._new_bucket()
+
+    def _new_bucket(self) -> RequestBucket | None:
+        rate = self.settings.rate_limit_rps
+        return None if rate is None else RequestBucket(rate, self._clock())
 
     def __repr__(self) -> str:
         return f"JudgeModel(settings={self.settings.public()}, api_key={'set' if self._api_key else 'unset'})"
@@ -115,6 +123,8 @@ class JudgeModel:
         self.settings = FailureSettings.model_validate({**self.settings.model_dump(), **changes})
         if "outage" in changes:
             self._outage_since = self._clock()
+        if "rate_limit_rps" in changes:
+            self._bucket = self._new_bucket()
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 << 20)
@@ -156,6 +166,12 @@ class JudgeModel:
         if not self._authorized(request):
             self.stats.unauthorized += 1
             return _error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+        if self._bucket is not None and (wait_s := self._bucket.take(self._clock())) > 0:
+            self.stats.throttled += 1
+            response = _error(429, "local judge model: rate limit reached", "rate_limit_exceeded")
+            response.headers["Retry-After"] = str(math.ceil(wait_s))
+            response.headers["retry-after-ms"] = str(math.ceil(wait_s * 1000))
+            return response
         try:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:

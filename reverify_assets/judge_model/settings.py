@@ -6,6 +6,8 @@
   the same prompts fail on every run.
 * ``seed``: picks *which* requests the share hits.
 * ``latency_ms``: waited before every chat-completion answer.
+* ``rate_limit_rps``: answers at most this many requests a second (a bucket of one second's worth); the rest
+  get HTTP 429 with ``Retry-After`` (whole seconds) and OpenAI's ``retry-after-ms``, as a throttling provider does.
 * ``outage`` ``START:END`` (seconds; ``END`` may be empty for "until changed"): every request in that window
   fails with ``fail_status``. The window counts from when the setting took effect: the server's start for the
   command line, the ``/control`` call for a runtime change (so ``{"outage": "0:"}`` starts one now and
@@ -52,6 +54,7 @@ class FailureSettings(BaseModel):
     fail_share: float = Field(default=0.0, ge=0.0, le=1.0)
     seed: int = 0
     latency_ms: float = Field(default=0.0, ge=0.0)
+    rate_limit_rps: float | None = Field(default=None, gt=0.0)
     outage: Outage | None = None
 
     @field_validator("outage", mode="before")
@@ -65,8 +68,27 @@ class FailureSettings(BaseModel):
             "fail_share": self.fail_share,
             "seed": self.seed,
             "latency_ms": self.latency_ms,
+            "rate_limit_rps": self.rate_limit_rps,
             "outage": None if self.outage is None else str(self.outage),
         }
+
+
+class RequestBucket:
+    """A token bucket of ``rate`` requests a second holding at most one second's worth."""
+
+    def __init__(self, rate: float, now: float) -> None:
+        self.rate = rate
+        self.tokens = max(1.0, rate)
+        self.at = now
+
+    def take(self, now: float) -> float:
+        """0 when the request may be answered (it takes a token), else the seconds until one is there."""
+        self.tokens = min(max(1.0, self.rate), self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / self.rate
 
 
 def share_hit(seed: int, content: bytes, share: float) -> bool:

@@ -1,10 +1,14 @@
 """What our client and our servers agree on besides NeMo Gym's HTTP protocol: which verifier failures are worth
 another try and how long to wait before it, the line a started built-in server announces itself with, and the
-status of a stored pair that does not make a verify request."""
+status of a stored pair that does not make a verify request, and how long a throttled reply asks us to wait."""
 
 from __future__ import annotations
 
+import email.utils
+import math
 import random
+from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
@@ -27,3 +31,33 @@ class RetryPolicy(BaseModel):
 
 def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUSES or status >= 500
+
+
+THROTTLED_STATUSES = frozenset({429, 503})
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """How long a throttled reply asks us to wait: OpenAI's ``retry-after-ms``, else ``Retry-After`` in seconds
+    or as an HTTP date; None when it does not say (or says nonsense)."""
+    if (milliseconds := _number(headers.get("retry-after-ms"))) is not None:
+        return milliseconds / 1000
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    if (seconds := _number(value)) is not None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        number = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return number if number is not None and math.isfinite(number) and number >= 0 else None

@@ -142,15 +142,21 @@ class Run:
 
 
 def reverify(
-    directory: Path, judge: LocalJudge, transcript: Transcript, *extra: str, rollouts: Path | None = None
+    directory: Path,
+    judge: LocalJudge,
+    transcript: Transcript,
+    *extra: str,
+    rollouts: Path | None = None,
+    copies: int = 1,
+    config: Path | None = None,
 ) -> Run:
-    inputs, dataset_rollouts = qa_dataset(directory)
+    inputs, dataset_rollouts = qa_dataset(directory, copies)
     rollouts = rollouts or dataset_rollouts
     output = directory / "out" / "reverified.jsonl"
     result = run_reverify(
         "run",
         "--config",
-        judge_config(directory, judge),
+        config or judge_config(directory, judge),
         "--inputs",
         inputs,
         "--rollouts",
@@ -322,32 +328,37 @@ def test_a_judge_nothing_listens_on_stops_the_run_at_its_first_rows(
     tmp_path: Path, judge: LocalJudge, transcript: Transcript
 ) -> None:
     judge.control()
-    inputs, rollouts = qa_dataset(tmp_path, copies=50)  # 600 rows
     with socket.socket() as probe:  # a port nothing listens on once it is closed
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
     config = judge_config(tmp_path, judge)
     config.write_text(config.read_text().replace(judge.url, dead))
-    output = tmp_path / "out" / "reverified.jsonl"
-    args = ["run", "--config", config, "--inputs", inputs, "--rollouts", rollouts, "--output", output]
-    stopped = run_reverify(*args, home=tmp_path / "dagster_home")
-    transcript.roots.append(tmp_path)
-    transcript.outputs += [stopped.stdout, stopped.stderr]
-    assert stopped.returncode == 1, stopped.stderr
-    assert "the first 16 rows verified by resources server 'judge' all failed to connect" in stopped.stderr
-    assert f"(judge_failed): ClientConnectorError: Cannot connect to host {dead.removeprefix('http://')}" in (
-        stopped.stderr
-    )
-    assert "run the same command with --resume" in stopped.stderr and "Traceback" not in stopped.stderr
-    parked = read_jsonl(output.with_name("reverified_failures.jsonl"))
-    assert 16 <= len(parked) < 600, "stopped at its first rows, not after every row's retries"
+    stopped = reverify(tmp_path, judge, transcript, copies=50, config=config)  # 600 rows
+    assert stopped.result.returncode == 1, stopped.result.stderr
+    stderr = stopped.result.stderr
+    assert "the first 16 rows verified by resources server 'judge' all failed to connect" in stderr
+    assert f"(judge_failed): ClientConnectorError: Cannot connect to host {dead.removeprefix('http://')}" in stderr
+    assert "run the same command with --resume" in stderr and "Traceback" not in stderr
+    assert 16 <= len(stopped.failures) < 600, "stopped at its first rows, not after every row's retries"
 
     # The judge is up: the resume scores every row, the parked ones included.
     config.write_text(config.read_text().replace(dead, judge.url))
-    resumed = run_reverify(*args, "--resume", home=tmp_path / "dagster_home")
-    transcript.outputs += [resumed.stdout, resumed.stderr]
-    assert resumed.returncode == 0, resumed.stderr
-    assert len(read_jsonl(output)) == 600
+    resumed = reverify(tmp_path, judge, transcript, "--resume", copies=50, config=config)
+    assert resumed.result.returncode == 0, resumed.result.stderr
+    assert len(resumed.rows) == 600
+
+
+def test_a_throttled_judge_makes_the_run_slower_not_its_rows_failed(
+    tmp_path: Path, judge: LocalJudge, transcript: Transcript
+) -> None:
+    """The judge answers 50 requests a second and says how long to wait; the config's backoff (10-50 ms, three
+    attempts) alone would spend every attempt within a burst."""
+    judge.control(rate_limit_rps=50)
+    run = reverify(tmp_path, judge, transcript, copies=25)  # 300 rows
+    assert run.result.returncode == 0, run.result.stderr
+    assert len(run.rows) == 300 and run.failures == []
+    stats = judge.stats()
+    assert stats["throttled"] > 0 and stats["answered"] == 300, stats
 
 
 def test_the_causes_of_failures_are_on_screen(tmp_path: Path, judge: LocalJudge, transcript: Transcript) -> None:

@@ -34,7 +34,14 @@ class LocalJudge:
             return orjson.loads(reply.read())
 
     def control(self, **knobs: Any) -> dict[str, Any]:
-        defaults = {"fail_status": 503, "fail_share": 0.0, "outage": None, "latency_ms": 0, "seed": 0}
+        defaults = {
+            "fail_status": 503,
+            "fail_share": 0.0,
+            "outage": None,
+            "latency_ms": 0,
+            "seed": 0,
+            "rate_limit_rps": None,
+        }
         return self._call("/control", defaults | knobs | {"reset_stats": True})
 
     def stats(self) -> dict[str, Any]:

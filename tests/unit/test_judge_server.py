@@ -444,6 +444,36 @@ def test_backoff_is_full_jitter_between_zero_and_the_capped_exponential() -> Non
     assert len(set(outcome.waits)) == 5, "jittered, not constant"
 
 
+def throttled(code: int, **headers: str) -> Reply:
+    async def reply(_: web.Request) -> web.Response:
+        return web.Response(status=code, text='{"error": {"message": "slow down"}}', headers=headers)
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "waits"),
+    [
+        (throttled(429, **{"Retry-After": "2"}), [2.0] * 5),
+        (throttled(429, **{"retry-after-ms": "250", "Retry-After": "1"}), [0.25] * 5),
+        (throttled(503, **{"Retry-After": "1.5"}), [1.5] * 5),
+    ],
+)
+def test_a_judge_that_says_how_long_to_wait_is_waited_out_without_spending_attempts(
+    reply: Reply, waits: list[float]
+) -> None:
+    outcome = verify([reply] * 5 + [completion("[[A=B]]")])
+    assert outcome.result["reward"] == 1.0, "five throttled replies, three attempts: none of them spent"
+    assert outcome.waits == pytest.approx(waits, abs=0.05) and len(outcome.judge.requests) == 6
+
+
+def test_a_judge_asking_for_longer_than_the_throttle_budget_fails_the_row() -> None:
+    outcome = verify([throttled(429, **{"Retry-After": "3600"})])
+    assert outcome.result["_ng_failure_class"] == "judge_failed"
+    assert outcome.result["_ng_failure_judge_error"].startswith("HTTP 429 from the judge")
+    assert len(outcome.judge.requests) == 3 and max(outcome.waits) < 3600
+
+
 def test_one_attempt_means_no_retry_and_no_suffix() -> None:
     outcome = verify([status(503)], max_attempts=1)
     assert outcome.result["_ng_failure_judge_error"].startswith("HTTP 503") and outcome.waits == []

@@ -313,6 +313,7 @@ def test_injected_failures_outage_and_stats() -> None:
         "requests": 3,
         "answered": 1,
         "failed": 2,
+        "throttled": 0,
         "unauthorized": 0,
         "bad_requests": 0,
         "bearer_requests": 0,

@@ -5,6 +5,10 @@ to ``max_attempts`` attempts with full-jitter exponential backoff; any other 4xx
 and a reply that is not a chat completion fail at once, since they would fail the same way again. The
 status is checked before the body is parsed, so a 401 reports "HTTP 401", not a parse error of its body.
 Every message goes through the redactor: no run of 8 characters of the API key is in a reason we hand back.
+
+Better than NeMo Gym: a throttled reply (429, 503) halves the calls in flight (``lib.adaptive_limit``), and one
+that says how long to wait (``Retry-After``) is waited out without spending an attempt, so a throttled judge
+makes a run slower, not its rows ``judge_failed``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from reverify_assets.lib.verifier_wire import RetryPolicy, is_retryable_status
+from reverify_assets.lib.adaptive_limit import AdaptiveLimit, Slot
+from reverify_assets.lib.verifier_wire import THROTTLED_STATUSES, RetryPolicy, is_retryable_status, retry_after_s
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed
 
 Sleep = Callable[[float], Awaitable[Any]]
@@ -35,8 +40,20 @@ class JudgeReply:
         return self.finish_reason == "length"
 
 
+# A judge that asks for longer than this, per call in all, is out of quota rather than busy: its rows fail.
+MAX_THROTTLED_WAIT_S = 300.0
+
+
 class _RetryableFailure(Exception):
     """An attempt failed in a way another attempt may not."""
+
+
+class _Throttled(_RetryableFailure):
+    """The judge asked us to slow down (HTTP 429 or 503), saying how long to wait, or not."""
+
+    def __init__(self, reason: str, wait_s: float | None) -> None:
+        super().__init__(reason)
+        self.wait_s = wait_s
 
 
 def chat_completions_url(base_url: str) -> str:
@@ -94,8 +111,12 @@ class JudgeClient:
         redact: Callable[[str], str],
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        limit: AdaptiveLimit | None = None,
     ) -> None:
+        """``limit``: how many calls are in flight at once, cut when the judge throttles (none: no limit)."""
         self.url = url
+        self.limit = limit
+        self.throttled_replies = 0
         self.retry = retry
         self.session = session
         self.redact = redact
@@ -110,24 +131,52 @@ class JudgeClient:
         return f"JudgeClient(url={self.url!r}, attempts={self.retry.attempts})"
 
     async def complete(self, request: Mapping[str, Any]) -> JudgeReply:
-        """The judge's reply, or JudgeCallFailed with the reason of the last attempt."""
+        """The judge's reply, or JudgeCallFailed with the reason of the last attempt. A throttled reply that
+        says how long to wait is waited out without spending an attempt, up to ``MAX_THROTTLED_WAIT_S``."""
         body = orjson.dumps(request)
         attempts = self.retry.attempts
-        for attempt in range(1, attempts + 1):
+        attempt, throttled_s = 1, 0.0
+        while True:
             try:
-                return await self._attempt(body)
+                return await self._limited_attempt(body)
             except _RetryableFailure as exc:
+                wait_s = exc.wait_s if isinstance(exc, _Throttled) else None
+                if wait_s is not None and throttled_s + wait_s <= MAX_THROTTLED_WAIT_S:
+                    throttled_s += wait_s
+                    if self.limit is None:
+                        await self._sleep(wait_s)
+                    else:
+                        self.limit.pause(wait_s)  # every call waits, not only this one
+                    continue
                 if attempt == attempts:
                     suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
                     raise JudgeCallFailed(self.redact(f"{exc}{suffix}")) from None
             await self._sleep(self.retry.delay(attempt - 1, self._rng))
-        raise AssertionError("unreachable: the loop returns or raises")
+            attempt += 1
+
+    async def _limited_attempt(self, body: bytes) -> JudgeReply:
+        if self.limit is None:
+            return await self._attempt(body)
+        async with self.limit.slot() as slot:
+            try:
+                reply = await self._attempt(body)
+            except _Throttled:
+                self._throttled(slot)
+                raise
+        await self.limit.succeeded()
+        return reply
+
+    def _throttled(self, slot: Slot) -> None:
+        self.throttled_replies += 1
+        if self.limit is not None:
+            self.limit.throttled(slot)
 
     async def _attempt(self, body: bytes) -> JudgeReply:
         try:
             async with self.session.post(self.url, data=body, headers=self._headers, timeout=self._timeout) as reply:
                 payload = await reply.read()
                 status = reply.status
+                wait_s = retry_after_s(reply.headers) if status in THROTTLED_STATUSES else None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise _RetryableFailure(self.redact(_describe(exc))) from None
         except TimeoutError:
@@ -136,6 +185,8 @@ class JudgeClient:
             raise JudgeCallFailed(self.redact(_describe(exc))) from None
         if status >= 400:
             reason = self.redact(f"HTTP {status} from the judge: {_snippet(payload)}")
+            if status in THROTTLED_STATUSES:
+                raise _Throttled(reason, wait_s)
             if is_retryable_status(status):
                 raise _RetryableFailure(reason)
             raise JudgeCallFailed(reason)

@@ -6,13 +6,13 @@ import asyncio
 import os
 import random
 from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import aiohttp
 
 from reverify_assets.lib import process_secrets
+from reverify_assets.lib.adaptive_limit import AdaptiveLimit
 from reverify_assets.servers.judge import metrics as judge_metrics
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed, judge_failed_row
@@ -30,6 +30,9 @@ from reverify_assets.servers.protocol import BadVerifyRequest, MetricsHooks, Res
 __all__ = ["EquivalenceJudgeConfig", "EquivalenceJudgeServer", "JudgeRequest", "parse_request"]
 
 Evaluation = dict[str, Any]
+
+# judge_endpoint_max_concurrency: null: no limit of ours until the judge throttles, then the adapted one.
+UNLIMITED_JUDGE_CALLS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +109,6 @@ class EquivalenceJudgeServer(ResourcesServer):
         self._rng = rng
         self._session: aiohttp.ClientSession | None = None
         self._client: JudgeClient | None = None
-        self._limit: AbstractAsyncContextManager[Any] = nullcontext()
 
     async def open(self) -> None:
         cfg = self.config
@@ -125,9 +127,8 @@ class EquivalenceJudgeServer(ResourcesServer):
             redact=process_secrets.redact,
             sleep=self._sleep,
             rng=self._rng,
+            limit=AdaptiveLimit(cfg.judge_endpoint_max_concurrency or UNLIMITED_JUDGE_CALLS, sleep=self._sleep),
         )
-        if cfg.judge_endpoint_max_concurrency is not None:
-            self._limit = asyncio.Semaphore(cfg.judge_endpoint_max_concurrency)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -182,8 +183,7 @@ class EquivalenceJudgeServer(ResourcesServer):
         }
         if self._client is None:
             raise RuntimeError("the equivalence judge server was not opened")
-        async with self._limit:
-            reply = await self._client.complete(judge_request)
+        reply = await self._client.complete(judge_request)
         verdict = parse_verdict(
             reply.text,
             equal_label=cfg.judge_equal_label,

@@ -1,0 +1,75 @@
+"""How many requests an endpoint gets at once, adapted to its answers: halved when it throttles (HTTP 429, or
+503), grown back by one per round of successes. A throttled judge then makes a run slower, not its rows failed.
+
+A burst of throttled replies to requests sent together halves the limit once: only a request sent after the
+last cut may cut again. A reply that says how long to wait (``Retry-After``) holds back every request, not only
+its own: otherwise each waiter comes back at once, a fast judge answers them all with another 429, and the
+judge sees twenty refused requests for every answered one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Slot:
+    generation: int  # the number of cuts when the request was sent
+
+
+class AdaptiveLimit:
+    def __init__(
+        self,
+        ceiling: int,
+        *,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ceiling = ceiling
+        self.limit = float(ceiling)
+        self.in_flight = 0
+        self.cuts = 0
+        self.lowest = ceiling
+        self._changed = asyncio.Condition()
+        self._sleep = sleep
+        self._clock = clock
+        self._paused_until = 0.0
+
+    def pause(self, seconds: float) -> None:
+        """No request leaves for ``seconds`` (the throttled reply's ``Retry-After``)."""
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[Slot]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.in_flight < int(self.limit))
+            self.in_flight += 1
+        try:
+            # Checked with the slot held: a request queued for a slot before the pause began must wait it out too.
+            if (paused_s := self._paused_until - self._clock()) > 0:
+                await self._sleep(paused_s)
+            yield Slot(self.cuts)
+        finally:
+            async with self._changed:
+                self.in_flight -= 1
+                self._changed.notify_all()
+
+    def throttled(self, slot: Slot) -> None:
+        if slot.generation != self.cuts:
+            return  # this request left before the last cut, which already answered its burst
+        self.cuts += 1
+        self.limit = max(1.0, self.limit / 2)
+        self.lowest = min(self.lowest, int(self.limit))
+
+    async def succeeded(self) -> None:
+        if self.limit >= self.ceiling:
+            return
+        grown = min(float(self.ceiling), self.limit + 1 / self.limit)  # one more per round of `limit` successes
+        async with self._changed:
+            if int(grown) > int(self.limit):
+                self._changed.notify_all()
+            self.limit = grown
