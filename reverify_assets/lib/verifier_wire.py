@@ -34,6 +34,11 @@ def is_retryable_status(status: int) -> bool:
 
 
 THROTTLED_STATUSES = frozenset({429, 503})
+# A server that asks for longer than this, per call in all, is out of quota rather than busy: its rows fail.
+MAX_THROTTLED_WAIT_S = 300.0
+# What one wait counts for against that budget at least: a server saying "Retry-After: 0" again and again gets
+# a few hundred free retries of a call, not an endless loop.
+LEAST_COUNTED_WAIT_S = 1.0
 
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:

@@ -13,10 +13,19 @@ import orjson
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import process_secrets
+from reverify_assets.lib.adaptive_limit import AdaptiveLimit, Slot
 from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
 from reverify_assets.lib.row_reward import reward_number
-from reverify_assets.lib.verifier_wire import STALE_PAIR, RetryPolicy, is_retryable_status
+from reverify_assets.lib.verifier_wire import (
+    LEAST_COUNTED_WAIT_S,
+    MAX_THROTTLED_WAIT_S,
+    STALE_PAIR,
+    THROTTLED_STATUSES,
+    RetryPolicy,
+    is_retryable_status,
+    retry_after_s,
+)
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 Outcome = TypeVar("Outcome")
@@ -48,6 +57,21 @@ class AggregateMetricsFailed(ReverifyError):
         self.server = server
 
 
+@dataclass(slots=True)
+class ThrottleWaits:
+    """How long one call has waited at a server's request (``Retry-After``), within ``MAX_THROTTLED_WAIT_S``."""
+
+    waited_s: float = 0.0
+    granted: bool = False  # the last reply asked to wait, and the call may: retry without spending an attempt
+
+    def take(self, wait_s: float) -> bool:
+        counted = max(wait_s, LEAST_COUNTED_WAIT_S)
+        self.granted = self.waited_s + counted <= MAX_THROTTLED_WAIT_S
+        if self.granted:
+            self.waited_s += counted
+        return self.granted
+
+
 class VerifierClient:
     def __init__(self, name: str, base_url: str, session: aiohttp.ClientSession, retry: RetryPolicy) -> None:
         self.name = name
@@ -55,6 +79,10 @@ class VerifierClient:
         self.session = session
         self.retry = retry
         self._timeout = aiohttp.ClientTimeout(total=retry.timeout_s)
+        # Made at the first throttled reply, from the requests then in flight: until a server throttles, its
+        # requests pay nothing for a limit they do not need.
+        self.throttle: AdaptiveLimit | None = None
+        self._in_flight = 0
         # An aggregate request has no limit once connected: a server may take long over a big group's rows.
         self._aggregate_timeout = aiohttp.ClientTimeout(total=None, sock_connect=retry.timeout_s)
 
@@ -104,18 +132,20 @@ class VerifierClient:
         outcomes: list[Outcome | None] = [None] * rows
         waiting = list(range(rows))
         last_errors: dict[int, str] = {}
-        for attempt in range(self.retry.attempts):
+        waits = ThrottleWaits()
+        attempt = 0
+        while attempt < self.retry.attempts:
             if attempt:
                 await asyncio.sleep(self.retry.delay(attempt - 1))
+            attempt += 1
             try:
-                async with self.session.post(
-                    f"{self.base_url}{route}", data=request(waiting), headers=JSON_HEADERS, timeout=self._timeout
-                ) as reply:
-                    payload = await reply.read()
-                    status = reply.status
+                status, payload = await self._post(f"{self.base_url}{route}", request(waiting), waits)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 error = _describe(exc)
                 last_errors.update(dict.fromkeys(waiting, error))
+                continue
+            if waits.granted:
+                attempt -= 1  # the server asked us to wait: that was not an attempt
                 continue
             if status != 200:
                 error = f"HTTP {status}: {_short(payload)}"
@@ -134,22 +164,58 @@ class VerifierClient:
 
     async def verify(self, body: bytes) -> VerifyOutcome:
         last_error = "no attempt made"
-        for attempt in range(self.retry.attempts):
+        waits = ThrottleWaits()
+        attempt = 0
+        while attempt < self.retry.attempts:
             if attempt:
                 await asyncio.sleep(self.retry.delay(attempt - 1))
+            attempt += 1
             try:
-                async with self.session.post(
-                    f"{self.base_url}/verify", data=body, headers=JSON_HEADERS, timeout=self._timeout
-                ) as reply:
-                    payload = await reply.read()
-                    if reply.status == 200:
-                        return _parse_verify_reply(payload)
-                    last_error = f"HTTP {reply.status}: {_short(payload)}"
-                    if not is_retryable_status(reply.status):
-                        return VerifyOutcome(None, last_error)  # the request itself is wrong: retrying won't help
+                status, payload = await self._post(f"{self.base_url}/verify", body, waits)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 last_error = _describe(exc)
+                continue
+            if waits.granted:
+                attempt -= 1  # the server asked us to wait: that was not an attempt
+                continue
+            if status == 200:
+                return _parse_verify_reply(payload)
+            last_error = f"HTTP {status}: {_short(payload)}"
+            if not is_retryable_status(status):
+                return VerifyOutcome(None, last_error)  # the request itself is wrong: retrying won't help
         return VerifyOutcome(None, f"{last_error} (after {self.retry.attempts} attempts)")
+
+    async def _post(self, url: str, body: bytes, waits: ThrottleWaits) -> tuple[int, bytes]:
+        """One POST. A throttled reply (429, 503) cuts the requests in flight to this server; one saying how
+        long to wait holds every request back that long, and sets ``waits.granted`` while its call's budget
+        lasts."""
+        waits.granted = False
+        throttle = self.throttle
+        if throttle is None:
+            self._in_flight += 1
+            try:
+                status, payload, wait_s = await self._send(url, body)
+            finally:
+                self._in_flight -= 1
+            if status in THROTTLED_STATUSES:
+                self.throttle = throttle = AdaptiveLimit(max(2, self._in_flight + 1))
+                throttle.throttled(Slot(throttle.cuts))
+        else:
+            async with throttle.slot() as slot:
+                status, payload, wait_s = await self._send(url, body)
+            if status in THROTTLED_STATUSES:
+                throttle.throttled(slot)
+            else:
+                await throttle.succeeded()
+        if throttle is not None and status in THROTTLED_STATUSES and wait_s is not None and waits.take(wait_s):
+            throttle.pause(wait_s)
+        return status, payload
+
+    async def _send(self, url: str, body: bytes) -> tuple[int, bytes, float | None]:
+        async with self.session.post(url, data=body, headers=JSON_HEADERS, timeout=self._timeout) as reply:
+            payload = await reply.read()
+            wait_s = retry_after_s(reply.headers) if reply.status in THROTTLED_STATUSES else None
+            return reply.status, payload, wait_s
 
     async def aggregate_metrics(self, open_body: Callable[[], io.IOBase]) -> dict[str, Any] | None:
         """POST a prepared ``{"verify_responses": [...]}`` body, opened afresh for each attempt; None when the

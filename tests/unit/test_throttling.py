@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
+from aiohttp import web
 
 from reverify_assets.judge_model.settings import RequestBucket
 from reverify_assets.lib.adaptive_limit import AdaptiveLimit
 from reverify_assets.lib.verifier_wire import retry_after_s
+from reverify_assets.verifier.client import VerifyOutcome
+from tests.support.app_client import client_for
 
 
 @pytest.mark.parametrize(
@@ -86,3 +90,59 @@ def test_no_more_than_the_limit_are_in_flight() -> None:
         return peak
 
     assert asyncio.run(scenario()) == 3
+
+
+class ThrottlingServer:
+    """A resources server that throttles its first ``refusals`` requests, then scores; records when each came."""
+
+    def __init__(self, refusals: int, status: int = 429, **headers: str) -> None:
+        self.refusals, self.status, self.headers = refusals, status, headers
+        self.arrivals: list[float] = []
+
+    async def verify(self, _: web.Request) -> web.Response:
+        self.arrivals.append(time.monotonic())
+        if len(self.arrivals) <= self.refusals:
+            return web.Response(status=self.status, text="slow down", headers=self.headers)
+        return web.json_response({"reward": 1.0})
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/verify", self.verify)
+        return app
+
+
+@pytest.mark.parametrize(
+    ("server", "scored"),
+    [
+        pytest.param(ThrottlingServer(5, **{"Retry-After": "0"}), True, id="five 429s saying wait: not attempts"),
+        pytest.param(ThrottlingServer(5, 503, **{"retry-after-ms": "1"}), True, id="a 503 saying wait, too"),
+        pytest.param(ThrottlingServer(5), False, id="429s that do not say: three attempts"),
+        pytest.param(ThrottlingServer(5, **{"Retry-After": "3600"}), False, id="asking for an hour: attempts"),
+        pytest.param(ThrottlingServer(10_000, **{"Retry-After": "0"}), False, id="wait 0 forever: not forever"),
+    ],
+)
+def test_a_resources_server_that_says_how_long_to_wait_is_waited_out(server: ThrottlingServer, scored: bool) -> None:
+    async def scenario() -> VerifyOutcome:
+        async with client_for(server.app()) as client:
+            return await client.verify(b"{}")
+
+    outcome = asyncio.run(scenario())
+    assert (outcome.result == {"reward": 1.0}) is scored, outcome
+    assert len(server.arrivals) == (6 if scored else 3 + (300 if server.refusals > 5 else 0))
+
+
+def test_a_throttled_server_cuts_the_requests_in_flight_once_and_the_refused_one_waits_its_retry_after() -> None:
+    server = ThrottlingServer(1, **{"retry-after-ms": "200"})
+
+    async def scenario() -> tuple[list[VerifyOutcome], AdaptiveLimit | None]:
+        async with client_for(server.app()) as client:
+            outcomes = await asyncio.gather(*(client.verify(b"{}") for _ in range(20)))
+            return list(outcomes), client.throttle
+
+    outcomes, throttle = asyncio.run(scenario())
+    assert all(outcome.result == {"reward": 1.0} for outcome in outcomes)
+    assert throttle is not None and throttle.cuts == 1
+    first, *later = sorted(server.arrivals)
+    refused_at = first
+    retried = [at for at in later if at > refused_at + 0.15]
+    assert retried, "the refused request came back after its 200 ms"

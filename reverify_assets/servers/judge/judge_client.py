@@ -23,7 +23,14 @@ import aiohttp
 import orjson
 
 from reverify_assets.lib.adaptive_limit import AdaptiveLimit, Slot
-from reverify_assets.lib.verifier_wire import THROTTLED_STATUSES, RetryPolicy, is_retryable_status, retry_after_s
+from reverify_assets.lib.verifier_wire import (
+    LEAST_COUNTED_WAIT_S,
+    MAX_THROTTLED_WAIT_S,
+    THROTTLED_STATUSES,
+    RetryPolicy,
+    is_retryable_status,
+    retry_after_s,
+)
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed
 
 Sleep = Callable[[float], Awaitable[Any]]
@@ -38,10 +45,6 @@ class JudgeReply:
     @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
-
-
-# A judge that asks for longer than this, per call in all, is out of quota rather than busy: its rows fail.
-MAX_THROTTLED_WAIT_S = 300.0
 
 
 class _RetryableFailure(Exception):
@@ -141,8 +144,8 @@ class JudgeClient:
                 return await self._limited_attempt(body)
             except _RetryableFailure as exc:
                 wait_s = exc.wait_s if isinstance(exc, _Throttled) else None
-                if wait_s is not None and throttled_s + wait_s <= MAX_THROTTLED_WAIT_S:
-                    throttled_s += wait_s
+                if wait_s is not None and throttled_s + max(wait_s, LEAST_COUNTED_WAIT_S) <= MAX_THROTTLED_WAIT_S:
+                    throttled_s += max(wait_s, LEAST_COUNTED_WAIT_S)
                     if self.limit is None:
                         await self._sleep(wait_s)
                     else:
