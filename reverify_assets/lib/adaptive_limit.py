@@ -1,5 +1,6 @@
 """How many requests an endpoint gets at once, adapted to its answers: halved when it throttles (HTTP 429, or
-503), grown back by one per round of successes. A throttled judge then makes a run slower, not its rows failed.
+503 with ``Retry-After``), grown back by one per round of successes. A throttled judge then makes a run slower,
+not its rows failed.
 
 A burst of throttled replies to requests sent together halves the limit once: only a request sent after the
 last cut may cut again. A reply that says how long to wait (``Retry-After``) holds back every request, not only
@@ -14,6 +15,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+# The least a pause lasts: a server saying "Retry-After: 0" again and again is not hammered.
+LEAST_PAUSE_S = 0.05
 
 
 @dataclass(slots=True)
@@ -34,29 +38,40 @@ class AdaptiveLimit:
         self.in_flight = 0
         self.cuts = 0
         self.lowest = ceiling
-        self._changed = asyncio.Condition()
         self._sleep = sleep
         self._clock = clock
         self._paused_until = 0.0
+        # Waiters are woken without awaiting anything, so a slot is always given back, even by a cancelled task.
+        self._waiters: list[asyncio.Future[None]] = []
 
     def pause(self, seconds: float) -> None:
         """No request leaves for ``seconds`` (the throttled reply's ``Retry-After``)."""
-        self._paused_until = max(self._paused_until, self._clock() + seconds)
+        self._paused_until = max(self._paused_until, self._clock() + max(seconds, LEAST_PAUSE_S))
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[Slot]:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < int(self.limit))
-            self.in_flight += 1
+        while self.in_flight >= int(self.limit):
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        self.in_flight += 1
         try:
-            # Checked with the slot held: a request queued for a slot before the pause began must wait it out too.
-            if (paused_s := self._paused_until - self._clock()) > 0:
+            # Waited with the slot held: a request queued for a slot before the pause began must wait it out too,
+            # and a pause made longer meanwhile is waited out in full.
+            until = self._paused_until
+            while (paused_s := until - self._clock()) > 0:
                 await self._sleep(paused_s)
+                if self._paused_until <= until:
+                    break
+                until = self._paused_until
             yield Slot(self.cuts)
         finally:
-            async with self._changed:
-                self.in_flight -= 1
-                self._changed.notify_all()
+            self.in_flight -= 1
+            self._wake()
 
     def throttled(self, slot: Slot) -> None:
         if slot.generation != self.cuts:
@@ -65,11 +80,17 @@ class AdaptiveLimit:
         self.limit = max(1.0, self.limit / 2)
         self.lowest = min(self.lowest, int(self.limit))
 
-    async def succeeded(self) -> None:
+    def succeeded(self) -> None:
         if self.limit >= self.ceiling:
             return
         grown = min(float(self.ceiling), self.limit + 1 / self.limit)  # one more per round of `limit` successes
-        async with self._changed:
-            if int(grown) > int(self.limit):
-                self._changed.notify_all()
-            self.limit = grown
+        room_made = int(grown) > int(self.limit)
+        self.limit = grown
+        if room_made:
+            self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)

@@ -22,6 +22,9 @@ CONNECT_FAILURE_MARKERS = (
     "Name or service not known",
 )
 FIRST_ROWS = 16
+# A row of another class (a program's own error that mentions a refused connection, a terminal failure) says
+# nothing about whether the server can reach what it calls.
+WATCHED_CLASSES = frozenset({"verify_failed", "judge_failed"})
 
 
 def is_connect_failure(message: str) -> bool:
@@ -45,7 +48,7 @@ class UnreachableWatch:
         """One row of ``server`` settled: scored (no class), or failed with ``message``."""
         if server in self._cleared:
             return
-        if failure_class is None or message is None or not is_connect_failure(message):
+        if failure_class not in WATCHED_CLASSES or message is None or not is_connect_failure(message):
             self._cleared.add(server)
             self._failed.pop(server, None)
             return

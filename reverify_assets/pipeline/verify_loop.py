@@ -271,15 +271,19 @@ async def verify_plan(
             await producer
         finally:
             # Rows that settled before an error (or Ctrl-C) are paid for: keep them, queued ones included.
-            while not settled_rows.empty():
-                item = settled_rows.get_nowait()
-                if isinstance(item, _Settled) and item.routed.destination is not Destination.NOWHERE:
-                    pending[item.routed.destination].append(item.routed.line)
-            flush()
+            def keep_queued() -> None:
+                while not settled_rows.empty():
+                    item = settled_rows.get_nowait()
+                    if isinstance(item, _Settled) and item.routed.destination is not Destination.NOWHERE:
+                        pending[item.routed.destination].append(item.routed.line)
+                flush()
+
+            keep_queued()
             producer.cancel()
             for task in list(running):
                 task.cancel()
             await asyncio.gather(producer, *running, return_exceptions=True)
+            keep_queued()  # a request that had finished, its rows handed over only now
     return stats
 
 

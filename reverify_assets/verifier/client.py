@@ -24,6 +24,7 @@ from reverify_assets.lib.verifier_wire import (
     THROTTLED_STATUSES,
     RetryPolicy,
     is_retryable_status,
+    is_throttled,
     retry_after_s,
 )
 
@@ -83,6 +84,7 @@ class VerifierClient:
         # requests pay nothing for a limit they do not need.
         self.throttle: AdaptiveLimit | None = None
         self._in_flight = 0
+        self._peak_in_flight = 0
         # An aggregate request has no limit once connected: a server may take long over a big group's rows.
         self._aggregate_timeout = aiohttp.ClientTimeout(total=None, sock_connect=retry.timeout_s)
 
@@ -186,28 +188,31 @@ class VerifierClient:
         return VerifyOutcome(None, f"{last_error} (after {self.retry.attempts} attempts)")
 
     async def _post(self, url: str, body: bytes, waits: ThrottleWaits) -> tuple[int, bytes]:
-        """One POST. A throttled reply (429, 503) cuts the requests in flight to this server; one saying how
-        long to wait holds every request back that long, and sets ``waits.granted`` while its call's budget
-        lasts."""
+        """One POST. A throttled reply (429, or 503 with ``Retry-After``) cuts the requests in flight to this
+        server; one saying how long to wait holds every request back that long, and sets ``waits.granted``
+        while its call's budget lasts."""
         waits.granted = False
         throttle = self.throttle
         if throttle is None:
             self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
             try:
                 status, payload, wait_s = await self._send(url, body)
             finally:
                 self._in_flight -= 1
-            if status in THROTTLED_STATUSES:
-                self.throttle = throttle = AdaptiveLimit(max(2, self._in_flight + 1))
-                throttle.throttled(Slot(throttle.cuts))
+            if is_throttled(status, wait_s):
+                if self.throttle is None:  # the first throttled reply of a burst: the others were sent with it
+                    self.throttle = AdaptiveLimit(max(2, self._peak_in_flight))
+                    self.throttle.throttled(Slot(self.throttle.cuts))
+                throttle = self.throttle
         else:
             async with throttle.slot() as slot:
                 status, payload, wait_s = await self._send(url, body)
-            if status in THROTTLED_STATUSES:
+            if is_throttled(status, wait_s):
                 throttle.throttled(slot)
-            else:
-                await throttle.succeeded()
-        if throttle is not None and status in THROTTLED_STATUSES and wait_s is not None and waits.take(wait_s):
+            elif status == 200:
+                throttle.succeeded()
+        if throttle is not None and is_throttled(status, wait_s) and wait_s is not None and waits.take(wait_s):
             throttle.pause(wait_s)
         return status, payload
 

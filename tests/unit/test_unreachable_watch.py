@@ -46,6 +46,13 @@ def test_the_first_rows_of_a_server_decide(rows: list[tuple[str, str | None]], s
     assert stops_at is None
 
 
+def test_a_failure_of_another_class_says_nothing_of_the_connection() -> None:
+    watch = UnreachableWatch()
+    for _ in range(40):  # a program's own error mentioning a refused connection
+        watch.settled("a", "tool_error", REFUSED)
+    assert not watch.watching("a")
+
+
 @pytest.mark.parametrize(
     ("row", "message"),
     [
@@ -81,6 +88,7 @@ def test_the_loop_stops_early_and_keeps_every_row_that_settled(tmp_path: Path) -
     kept = [orjson.loads(line) for line in files.sidecar.read_bytes().splitlines()]
     assert len(kept) >= 16 and judge.calls < 100, "stopped at the first rows, not after every row's retries"
     assert all(row["_ng_failure_class"] == "judge_failed" for row in kept)
+    assert len({row["_ng_task_index"] for row in kept}) == len(kept), "each row once"
 
 
 def test_the_causes_printed_are_the_commonest_each_with_its_first_message(capsys: pytest.CaptureFixture) -> None:

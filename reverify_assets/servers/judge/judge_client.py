@@ -6,9 +6,9 @@ and a reply that is not a chat completion fail at once, since they would fail th
 status is checked before the body is parsed, so a 401 reports "HTTP 401", not a parse error of its body.
 Every message goes through the redactor: no run of 8 characters of the API key is in a reason we hand back.
 
-Better than NeMo Gym: a throttled reply (429, 503) halves the calls in flight (``lib.adaptive_limit``), and one
-that says how long to wait (``Retry-After``) is waited out without spending an attempt, so a throttled judge
-makes a run slower, not its rows ``judge_failed``.
+Better than NeMo Gym: a throttled reply (429, or 503 with ``Retry-After``) halves the calls in flight
+(``lib.adaptive_limit``), and one that says how long to wait (``Retry-After``) is waited out without spending an
+attempt, so a throttled judge makes a run slower, not its rows ``judge_failed``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from reverify_assets.lib.verifier_wire import (
     THROTTLED_STATUSES,
     RetryPolicy,
     is_retryable_status,
+    is_throttled,
     retry_after_s,
 )
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed
@@ -166,7 +167,7 @@ class JudgeClient:
             except _Throttled:
                 self._throttled(slot)
                 raise
-        await self.limit.succeeded()
+        self.limit.succeeded()
         return reply
 
     def _throttled(self, slot: Slot) -> None:
@@ -188,7 +189,7 @@ class JudgeClient:
             raise JudgeCallFailed(self.redact(_describe(exc))) from None
         if status >= 400:
             reason = self.redact(f"HTTP {status} from the judge: {_snippet(payload)}")
-            if status in THROTTLED_STATUSES:
+            if is_throttled(status, wait_s):
                 raise _Throttled(reason, wait_s)
             if is_retryable_status(status):
                 raise _RetryableFailure(reason)
