@@ -69,12 +69,16 @@ def verify_failure_row(
 
 # Where a failure row says what went wrong: ours and NeMo Gym's verify failures, its judge errors, a server's reason.
 FAILURE_MESSAGE_FIELDS = ("_ng_failure_message", "_ng_failure_judge_error", "failure_reason")
+# A judge failure row is made from its request, which may still carry an earlier failure's message (a recovery
+# re-judges sidecar rows): its own error comes first.
+JUDGE_FAILURE_MESSAGE_FIELDS = ("_ng_failure_judge_error", "_ng_failure_message", "failure_reason")
 SHOWN_FAILURE_MESSAGE_CHARS = 300
 
 
 def failure_message(row: Mapping[str, Any]) -> str | None:
     """What a failure row says went wrong, on one line and short enough for a terminal."""
-    for name in FAILURE_MESSAGE_FIELDS:
+    judge_failed = row.get(FAILURE_CLASS_FIELD) == "judge_failed"
+    for name in JUDGE_FAILURE_MESSAGE_FIELDS if judge_failed else FAILURE_MESSAGE_FIELDS:
         if isinstance(message := row.get(name), str) and (one_line := " ".join(message.split())):
             if len(one_line) > SHOWN_FAILURE_MESSAGE_CHARS:
                 return one_line[: SHOWN_FAILURE_MESSAGE_CHARS - 1] + "…"

@@ -259,7 +259,7 @@ async def verify_plan(
                 stats.verified += 1
                 if item.routed.destination is not Destination.NOWHERE:
                     pending[item.routed.destination].append(item.routed.line)
-                _count(stats, item, redact, unreachable)  # may stop the run: the row is pending, and kept
+                _count(stats, item, unreachable)  # may stop the run: the row is pending, and kept
                 # Rows are written in the order they settle, so one slow row never holds the others back;
                 # write whenever nothing else has settled yet, so finished rows reach disk promptly.
                 if settled_rows.empty() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
@@ -287,9 +287,7 @@ async def verify_plan(
     return stats
 
 
-def _count(
-    stats: VerifyStats, settled: _Settled, redact: Callable[[bytes], bytes] | None, unreachable: UnreachableWatch
-) -> None:
+def _count(stats: VerifyStats, settled: _Settled, unreachable: UnreachableWatch) -> None:
     routed = settled.routed
     if routed.destination is Destination.OUTPUT:
         if stats.last_output_key is not None and settled.key < stats.last_output_key:
@@ -306,7 +304,9 @@ def _count(
         stats.failures_by_class[failure_class] += 1
         watching = unreachable.watching(settled.server)
         if watching or failure_class not in stats.first_failure_messages:  # parsed for these rows only
-            message = failure_message(orjson.loads(routed.line if redact is None else redact(routed.line)))
+            # Redacted as a message, not as a line: a key replaced inside the JSON could leave it unreadable.
+            message = failure_message(orjson.loads(routed.line))
+            message = None if message is None else process_secrets.redact(message)
             stats.first_failure_messages.setdefault(failure_class, message or "(no message)")
             if watching:
                 unreachable.settled(settled.server, failure_class, message)

@@ -61,6 +61,11 @@ def test_a_failure_of_another_class_says_nothing_of_the_connection() -> None:
         ({"failure_reason": "r" * 400}, "r" * 299 + "…"),
         ({"_ng_failure_message": "   ", "failure_reason": "the reason"}, "the reason"),
         ({"_ng_failure_message": 3}, None),
+        (
+            {"_ng_failure_class": "judge_failed", "_ng_failure_message": "old", "_ng_failure_judge_error": "new"},
+            "new",
+        ),
+        ({"_ng_failure_class": "verify_failed", "_ng_failure_message": "its", "_ng_failure_judge_error": "x"}, "its"),
         ({}, None),
     ],
 )
