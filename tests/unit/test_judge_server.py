@@ -1,22 +1,16 @@
-"""The ``equivalence_judge`` server against a scripted judge on loopback: verdicts, prompts, failsafe rows,
-retries and key redaction. Backoff waits are recorded, never slept.
+"""The ``equivalence_judge`` server against a scripted judge on loopback: verdicts, prompts, failsafe rows, key
+redaction, registry and metrics (its retries: ``test_judge_retries``).
 
 Rows marked "beyond the contract" pin NeMo Gym behaviour read from its ``equivalence_llm_judge`` source.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import random
-import socket
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from reverify_assets.config.topology import ServerBlock
@@ -24,7 +18,6 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.servers.app import build_app
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import MAX_JUDGE_ERROR_CHARS, judge_failed_row
-from reverify_assets.servers.judge.judge_client import chat_completions_url
 from reverify_assets.servers.judge.metrics import ISSUE_RATE, compute_metrics
 from reverify_assets.servers.judge.server import EquivalenceJudgeServer, parse_request
 from reverify_assets.servers.judge.verdict import (
@@ -36,133 +29,18 @@ from reverify_assets.servers.judge.verdict import (
 from reverify_assets.servers.protocol import BadVerifyRequest, ReverifyMode
 from reverify_assets.servers.registry import build_server, validate_builtin_block
 from tests.support.judge_rows import message
-
-T = TypeVar("T")
-KEY = "sk-test-Zq9xV7distinctive-4242"
-KEY_ENV = "REVERIFY_TEST_JUDGE_KEY"
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-# --- rollouts and requests -------------------------------------------------------------------------------
-
-
-def verify_body(answer: str | None = "4", expected: str | None = "4", **extra: Any) -> dict[str, Any]:
-    output = [message(answer)] if answer is not None else []
-    body: dict[str, Any] = {
-        "responses_create_params": {"input": [{"role": "user", "content": "What is 2+2?"}]},
-        "response": {"id": "resp_1", "object": "response", "output": output},
-        "_ng_task_index": 3,
-        "_ng_rollout_index": 1,
-    }
-    if expected is not None:
-        body["expected_answer"] = expected
-    return body | extra
-
-
-# --- a scripted judge --------------------------------------------------------------------------------------
-
-Reply = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def completion(text: str | None, finish_reason: str = "stop") -> Reply:
-    async def reply(_: web.Request) -> web.Response:
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
-        return web.json_response({"id": "c", "object": "chat.completion", "choices": [choice], "model": "m"})
-
-    return reply
-
-
-def status(code: int, body: str = '{"error": {"message": "nope"}}') -> Reply:
-    async def reply(_: web.Request) -> web.Response:
-        return web.Response(status=code, text=body, content_type="application/json")
-
-    return reply
-
-
-def raw(body: str) -> Reply:
-    async def reply(_: web.Request) -> web.Response:
-        return web.Response(status=200, text=body, content_type="application/json")
-
-    return reply
-
-
-def hang(seconds: float) -> Reply:
-    async def reply(_: web.Request) -> web.Response:
-        await asyncio.sleep(seconds)
-        return web.json_response({})
-
-    return reply
-
-
-def echo_key(code: int) -> Reply:
-    """A provider that quotes the caller's key back, as some error pages do."""
-
-    async def reply(request: web.Request) -> web.Response:
-        quoted = f"Incorrect API key provided: {request.headers.get('Authorization', '')}"
-        if code == 200:
-            return await completion(f"{quoted} [[A=B]]")(request)
-        return web.json_response({"error": {"message": quoted}}, status=code)
-
-    return reply
-
-
-@dataclass
-class ScriptedJudge:
-    """Answers each request with the next scripted reply (the last one repeats); records what it was sent."""
-
-    replies: list[Reply]
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[Mapping[str, str]] = field(default_factory=list)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append(await request.json())
-        self.headers.append(dict(request.headers))
-        index = min(len(self.requests), len(self.replies)) - 1
-        return await self.replies[index](request)
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self.handle)
-        return app
-
-    def prompts(self) -> list[str]:
-        return [request["messages"][-1]["content"] for request in self.requests]
-
-
-@dataclass
-class Outcome:
-    result: dict[str, Any]
-    judge: ScriptedJudge
-    waits: list[float]
-
-
-def judge_config(base_url: str, **fields: Any) -> EquivalenceJudgeConfig:
-    return EquivalenceJudgeConfig.model_validate({"judge_base_url": base_url, "api_key_env": KEY_ENV, **fields})
-
-
-async def _verify(replies: list[Reply], body: dict[str, Any], fields: dict[str, Any]) -> Outcome:
-    judge = ScriptedJudge(replies)
-    waits: list[float] = []
-
-    async def record_wait(seconds: float) -> None:
-        waits.append(seconds)
-
-    async with TestServer(judge.app()) as test_server:
-        base_url = fields.pop("judge_base_url", str(test_server.make_url("")))
-        server = EquivalenceJudgeServer(judge_config(base_url, **fields), sleep=record_wait, rng=random.Random(7))
-        await server.open()
-        try:
-            result = await server.verify(body)
-        finally:
-            await server.close()
-    return Outcome(result, judge, waits)
-
-
-def verify(replies: list[Reply], body: dict[str, Any] | None = None, **fields: Any) -> Outcome:
-    return run(_verify(replies, body or verify_body(), fields))
+from tests.support.scripted_judge import (
+    KEY,
+    KEY_ENV,
+    ScriptedJudge,
+    completion,
+    echo_key,
+    judge_config,
+    run,
+    status,
+    verify,
+    verify_body,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -388,110 +266,6 @@ def test_a_bug_in_prompt_assembly_is_a_500_not_a_judge_failure() -> None:
                 return reply.status, len(judge.requests)
 
     assert run(scenario()) == (500, 0)
-
-
-# --- retries: what is tried again, and how long we wait ------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("replies", "calls", "reason_start"),
-    [
-        ([status(503)], 3, "HTTP 503 from the judge"),
-        ([status(500)], 3, "HTTP 500"),
-        ([status(429)], 3, "HTTP 429"),
-        ([status(408)], 3, "HTTP 408"),
-        ([status(401)], 1, "HTTP 401 from the judge"),  # status checked before the body is parsed
-        ([status(403)], 1, "HTTP 403"),
-        ([status(400)], 1, "HTTP 400"),
-        ([status(404, "not json at all")], 1, "HTTP 404 from the judge: not json at all"),
-        ([raw("<html>oops</html>")], 1, "the judge's HTTP 200 reply is not JSON"),
-        ([raw('{"error": "quota"}')], 1, "the judge's HTTP 200 reply is not a chat completion"),
-        ([raw('{"choices": [{"text": "legacy"}]}')], 1, "the judge's HTTP 200 reply has no `choices[0].message`"),
-        ([hang(5)], 3, "TimeoutError: no judge reply within 0.05 s"),
-    ],
-)
-def test_failed_calls_become_judge_failed_rows(replies: list[Reply], calls: int, reason_start: str) -> None:
-    outcome = verify(replies, timeout_s=0.05)
-    row = outcome.result
-    assert len(outcome.judge.requests) == calls
-    assert row["_ng_failure_class"] == "judge_failed" and row["failure_kind"] == "judge_failed"
-    assert row["_ng_failure_judge_error"].startswith(reason_start), row["_ng_failure_judge_error"]
-    assert row["_ng_failure_judge_error"].endswith(" (after 3 attempts)") is (calls == 3)
-    assert row["response"] == verify_body()["response"] and row["mask_sample"] is True
-    assert len(outcome.waits) == calls - 1
-
-
-def test_a_refused_connection_is_retried_and_named_by_its_exception_class() -> None:
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    outcome = verify([completion("[[A=B]]")], judge_base_url=f"http://127.0.0.1:{port}")
-    assert outcome.result["_ng_failure_judge_error"].startswith("ClientConnectorError: ")
-    assert outcome.result["_ng_failure_judge_error"].endswith("(after 3 attempts)")
-    assert len(outcome.waits) == 2
-
-
-def test_a_retry_that_succeeds_scores_the_row() -> None:
-    outcome = verify([status(503), status(429), completion("[[A=B]]")])
-    assert outcome.result["reward"] == 1.0 and len(outcome.judge.requests) == 3
-
-
-def test_backoff_is_full_jitter_between_zero_and_the_capped_exponential() -> None:
-    outcome = verify([status(503)], max_attempts=6, retry_base_wait_s=2.0, retry_max_wait_s=5.0)
-    caps = [2.0, 4.0, 5.0, 5.0, 5.0]
-    assert len(outcome.waits) == 5
-    assert all(0.0 <= wait <= cap for wait, cap in zip(outcome.waits, caps, strict=True))
-    assert len(set(outcome.waits)) == 5, "jittered, not constant"
-
-
-def throttled(code: int, **headers: str) -> Reply:
-    async def reply(_: web.Request) -> web.Response:
-        return web.Response(status=code, text='{"error": {"message": "slow down"}}', headers=headers)
-
-    return reply
-
-
-@pytest.mark.parametrize(
-    ("reply", "waits"),
-    [
-        (throttled(429, **{"Retry-After": "2"}), [2.0] * 5),
-        (throttled(429, **{"retry-after-ms": "250", "Retry-After": "1"}), [0.25] * 5),
-        (throttled(503, **{"Retry-After": "1.5"}), [1.5] * 5),
-    ],
-)
-def test_a_judge_that_says_how_long_to_wait_is_waited_out_without_spending_attempts(
-    reply: Reply, waits: list[float]
-) -> None:
-    outcome = verify([reply] * 5 + [completion("[[A=B]]")])
-    assert outcome.result["reward"] == 1.0, "five throttled replies, three attempts: none of them spent"
-    assert outcome.waits == pytest.approx(waits, abs=0.05) and len(outcome.judge.requests) == 6
-
-
-def test_a_judge_asking_for_longer_than_the_throttle_budget_fails_the_row() -> None:
-    outcome = verify([throttled(429, **{"Retry-After": "3600"})])
-    assert outcome.result["_ng_failure_class"] == "judge_failed"
-    assert outcome.result["_ng_failure_judge_error"].startswith("HTTP 429 from the judge")
-    assert len(outcome.judge.requests) == 3 and max(outcome.waits) < 3600
-
-
-def test_one_attempt_means_no_retry_and_no_suffix() -> None:
-    outcome = verify([status(503)], max_attempts=1)
-    assert outcome.result["_ng_failure_judge_error"].startswith("HTTP 503") and outcome.waits == []
-    assert "attempts" not in outcome.result["_ng_failure_judge_error"]
-
-
-@pytest.mark.parametrize(
-    ("base", "url"),
-    [
-        ("http://h:1", "http://h:1/v1/chat/completions"),
-        ("http://h:1/", "http://h:1/v1/chat/completions"),
-        ("http://h:1/v1", "http://h:1/v1/chat/completions"),
-        ("https://api.example.com/v1/", "https://api.example.com/v1/chat/completions"),
-        ("https://gw.example.com/openai", "https://gw.example.com/openai/v1/chat/completions"),
-    ],
-)
-def test_chat_completions_url(base: str, url: str) -> None:
-    assert chat_completions_url(base) == url
 
 
 # --- the API key ------------------------------------------------------------------------------------------
