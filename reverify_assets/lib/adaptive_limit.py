@@ -37,7 +37,6 @@ class AdaptiveLimit:
         self.limit = float(ceiling)
         self.in_flight = 0
         self.cuts = 0
-        self.lowest = ceiling
         self._sleep = sleep
         self._clock = clock
         self._paused_until = 0.0
@@ -78,7 +77,6 @@ class AdaptiveLimit:
             return  # this request left before the last cut, which already answered its burst
         self.cuts += 1
         self.limit = max(1.0, self.limit / 2)
-        self.lowest = min(self.lowest, int(self.limit))
 
     def succeeded(self) -> None:
         if self.limit >= self.ceiling:

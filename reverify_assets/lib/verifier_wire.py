@@ -8,6 +8,7 @@ import email.utils
 import math
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
@@ -39,6 +40,21 @@ MAX_THROTTLED_WAIT_S = 300.0
 # What one wait counts for against that budget at least: a server saying "Retry-After: 0" again and again gets
 # a few hundred free retries of a call, not an endless loop.
 LEAST_COUNTED_WAIT_S = 1.0
+
+
+@dataclass(slots=True)
+class ThrottleWaits:
+    """How long one call has waited at a server's request (``Retry-After``), within ``MAX_THROTTLED_WAIT_S``."""
+
+    waited_s: float = 0.0
+    granted: bool = False  # the last reply asked to wait, and the call may: retry without spending an attempt
+
+    def take(self, wait_s: float) -> bool:
+        counted = max(wait_s, LEAST_COUNTED_WAIT_S)
+        self.granted = self.waited_s + counted <= MAX_THROTTLED_WAIT_S
+        if self.granted:
+            self.waited_s += counted
+        return self.granted
 
 
 def is_throttled(status: int, wait_s: float | None) -> bool:

@@ -18,11 +18,10 @@ from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
 from reverify_assets.lib.row_reward import reward_number
 from reverify_assets.lib.verifier_wire import (
-    LEAST_COUNTED_WAIT_S,
-    MAX_THROTTLED_WAIT_S,
     STALE_PAIR,
     THROTTLED_STATUSES,
     RetryPolicy,
+    ThrottleWaits,
     is_retryable_status,
     is_throttled,
     retry_after_s,
@@ -56,21 +55,6 @@ class AggregateMetricsFailed(ReverifyError):
     def __init__(self, server: str, url: str, reason: str) -> None:
         super().__init__(f"resources server {server!r} gave no aggregate metrics: POST {url}: {reason}")
         self.server = server
-
-
-@dataclass(slots=True)
-class ThrottleWaits:
-    """How long one call has waited at a server's request (``Retry-After``), within ``MAX_THROTTLED_WAIT_S``."""
-
-    waited_s: float = 0.0
-    granted: bool = False  # the last reply asked to wait, and the call may: retry without spending an attempt
-
-    def take(self, wait_s: float) -> bool:
-        counted = max(wait_s, LEAST_COUNTED_WAIT_S)
-        self.granted = self.waited_s + counted <= MAX_THROTTLED_WAIT_S
-        if self.granted:
-            self.waited_s += counted
-        return self.granted
 
 
 class VerifierClient:

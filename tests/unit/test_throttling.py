@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 
 from reverify_assets.judge_model.settings import RequestBucket
+from reverify_assets.lib import verifier_wire
 from reverify_assets.lib.adaptive_limit import LEAST_PAUSE_S, AdaptiveLimit
 from reverify_assets.lib.verifier_wire import retry_after_s
-from reverify_assets.verifier import client as client_module
 from reverify_assets.verifier.client import VerifyOutcome
 from tests.support.app_client import client_for
 
@@ -137,7 +137,7 @@ def test_a_resources_server_that_says_how_long_to_wait_is_waited_out(server: Thr
 def test_a_server_asking_to_wait_0_s_for_ever_gets_a_bounded_number_of_free_retries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(client_module, "MAX_THROTTLED_WAIT_S", 5.0)  # each wait counts 1 s: five are free
+    monkeypatch.setattr(verifier_wire, "MAX_THROTTLED_WAIT_S", 5.0)  # each wait counts 1 s: five are free
     server = ThrottlingServer(10_000, **{"Retry-After": "0"})
 
     async def scenario() -> VerifyOutcome:

@@ -22,12 +22,11 @@ from typing import Any
 import aiohttp
 import orjson
 
-from reverify_assets.lib.adaptive_limit import AdaptiveLimit, Slot
+from reverify_assets.lib.adaptive_limit import AdaptiveLimit
 from reverify_assets.lib.verifier_wire import (
-    LEAST_COUNTED_WAIT_S,
-    MAX_THROTTLED_WAIT_S,
     THROTTLED_STATUSES,
     RetryPolicy,
+    ThrottleWaits,
     is_retryable_status,
     is_throttled,
     retry_after_s,
@@ -115,12 +114,11 @@ class JudgeClient:
         redact: Callable[[str], str],
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
-        limit: AdaptiveLimit | None = None,
+        limit: AdaptiveLimit,
     ) -> None:
-        """``limit``: how many calls are in flight at once, cut when the judge throttles (none: no limit)."""
+        """``limit``: how many calls are in flight at once, cut when the judge throttles."""
         self.url = url
         self.limit = limit
-        self.throttled_replies = 0
         self.retry = retry
         self.session = session
         self.redact = redact
@@ -139,18 +137,14 @@ class JudgeClient:
         says how long to wait is waited out without spending an attempt, up to ``MAX_THROTTLED_WAIT_S``."""
         body = orjson.dumps(request)
         attempts = self.retry.attempts
-        attempt, throttled_s = 1, 0.0
+        attempt, waits = 1, ThrottleWaits()
         while True:
             try:
                 return await self._limited_attempt(body)
             except _RetryableFailure as exc:
                 wait_s = exc.wait_s if isinstance(exc, _Throttled) else None
-                if wait_s is not None and throttled_s + max(wait_s, LEAST_COUNTED_WAIT_S) <= MAX_THROTTLED_WAIT_S:
-                    throttled_s += max(wait_s, LEAST_COUNTED_WAIT_S)
-                    if self.limit is None:
-                        await self._sleep(wait_s)
-                    else:
-                        self.limit.pause(wait_s)  # every call waits, not only this one
+                if wait_s is not None and waits.take(wait_s):
+                    self.limit.pause(wait_s)  # every call waits, not only this one
                     continue
                 if attempt == attempts:
                     suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
@@ -159,21 +153,14 @@ class JudgeClient:
             attempt += 1
 
     async def _limited_attempt(self, body: bytes) -> JudgeReply:
-        if self.limit is None:
-            return await self._attempt(body)
         async with self.limit.slot() as slot:
             try:
                 reply = await self._attempt(body)
             except _Throttled:
-                self._throttled(slot)
+                self.limit.throttled(slot)
                 raise
         self.limit.succeeded()
         return reply
-
-    def _throttled(self, slot: Slot) -> None:
-        self.throttled_replies += 1
-        if self.limit is not None:
-            self.limit.throttled(slot)
 
     async def _attempt(self, body: bytes) -> JudgeReply:
         try:
