@@ -102,9 +102,11 @@ class LocalJudge:
         with urllib.request.urlopen(request, timeout=10) as reply:
             return orjson.loads(reply.read())
 
-    def control(self, *, fail_share: float, seed: int) -> None:
-        """Set the failing share and start counting requests afresh (one phase per call)."""
-        self._call("/control", {"fail_status": 503, "fail_share": fail_share, "seed": seed, "reset_stats": True})
+    def control(self, *, fail_share: float, seed: int, latency_ms: int = 0) -> None:
+        """Set the failing share and the delay of each reply, and start counting requests afresh (one phase per
+        call)."""
+        knobs = {"fail_status": 503, "fail_share": fail_share, "seed": seed, "latency_ms": latency_ms}
+        self._call("/control", knobs | {"reset_stats": True})
 
     def stats(self) -> dict[str, Any]:
         return self._call("/stats")

@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --resume: continue an output whose rows another verifier config scored",
     )
+    _add_judge_cache_flag(run)
 
     aggregate = commands.add_parser("aggregate", help="merge shard outputs and compute their aggregate metrics")
     aggregate.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the configured built-in resources servers in the foreground")
     serve.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
+    _add_judge_cache_flag(serve)
     from reverify_assets.cli.judge_serve_command import add_judge_serve_parser
 
     add_judge_serve_parser(commands)
@@ -88,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_compare_parser(commands)
     return parser
+
+
+def _add_judge_cache_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--no-judge-cache",
+        action="store_true",
+        help="ask the built-in judge every time, without reading or filling the judge-call cache",
+    )
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -133,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output()
     try:
         args, overrides = parse(sys.argv[1:] if argv is None else argv)
+        if getattr(args, "no_judge_cache", False):
+            from reverify_assets.lib.judge_cache import turn_judge_cache_off
+
+            turn_judge_cache_off()  # before any server starts: they read it from their environment
         if args.command == "run":
             from reverify_assets.cli.run_command import run_command
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from reverify_assets.lib.judge_cache import judge_cache_path
 from reverify_assets.metrics.coverage import Coverage, describe, describe_bounds, total_coverage
 
 if TYPE_CHECKING:  # the summary is also printed by `reverify aggregate`, which never imports Dagster
@@ -30,6 +31,7 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
         by_class = ", ".join(f"{count} {name}" for name, count in failures.items())
         print(f"Rollouts missing from the score: {verified.get('failures', 0)} ({by_class}); see {run.failures.path}")
         print_failure_causes(failures, verified.get("first failure messages") or {})
+    print_judge_calls(verified)
     if (mean := output.get("mean reward")) is not None:
         print(f"Mean reward: {mean:.4f}")
     if disable_aggregation:
@@ -45,6 +47,17 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
 
 
 SHOWN_FAILURE_CAUSES = 5
+
+
+def print_judge_calls(verified: dict[str, Any]) -> None:
+    calls, hits = verified.get("judge calls", 0), verified.get("judge cache hits", 0)
+    if not (calls or hits):
+        return
+    where = judge_cache_path()
+    if where is None:
+        print(f"Judge calls: {calls} made (the judge-call cache is off)")
+    else:
+        print(f"Judge calls: {calls} made, {hits} answered by the judge-call cache ({where})")
 
 
 def print_failure_causes(by_class: dict[str, int], first_messages: dict[str, str]) -> None:

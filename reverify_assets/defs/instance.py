@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from reverify_assets.lib.dagster_home import DAGSTER_HOME_ENV, dagster_home
+
 DAGSTER_YAML = """\
 # Written by reverify on first use. Local SQLite storage; see docs for PostgreSQL.
 telemetry:
@@ -14,17 +16,12 @@ nux:
 """
 
 
-def default_dagster_home() -> Path:
-    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return data_home / "reverify-assets" / "dagster_home"
-
-
 def ensure_dagster_home() -> Path:
     """DAGSTER_HOME if set, else our default (exported, so child processes and the UI agree)."""
-    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).expanduser().resolve()
+    home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         config.write_text(DAGSTER_YAML)
-    os.environ["DAGSTER_HOME"] = str(home)
+    os.environ[DAGSTER_HOME_ENV] = str(home)
     return home

@@ -53,6 +53,7 @@ def verification_metadata(
         "reverify modes": dg.MetadataValue.json(result.reverify_modes),
         "rows/s": round(stats.rows_per_second, 1),
     }
+    metadata.update(judge_call_metadata(stats))
     mean = whole.mean_reward if whole else stats.mean_reward
     if mean is not None:
         metadata["mean reward"] = figure(mean)
@@ -63,6 +64,13 @@ def verification_metadata(
     if result.unsafe:
         metadata["unsafe"] = dg.MetadataValue.bool(True)
     return metadata
+
+
+def judge_call_metadata(stats: VerifyStats) -> dict[str, Any]:
+    """The judge's verdicts on this run's rows, asked for and taken from the judge-call cache (none: no judge)."""
+    if not (stats.judge_calls or stats.judge_cache_hits):
+        return {}
+    return {"judge calls": stats.judge_calls, "judge cache hits": stats.judge_cache_hits}
 
 
 def stored_flips_metadata(flips: StoredRewardFlips) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 
 from reverify_assets.defs.handles import content_version
-from reverify_assets.defs.metadata import figure, sidecar_metadata, stored_flips_metadata
+from reverify_assets.defs.metadata import figure, judge_call_metadata, sidecar_metadata, stored_flips_metadata
 from reverify_assets.pipeline.output_summary import OutputSummary
 from reverify_assets.rescoring.shard_work import PlannedShard, VerifiedShard
 
@@ -83,6 +83,7 @@ def verified_events(
         "first failure messages this run": dg.MetadataValue.json(result.stats.first_failure_messages),
         "rows verified this run": result.stats.verified,
         "verifier config hash": config_hash,
+        **judge_call_metadata(result.stats),
     }
     if (mean := verified.whole.mean_reward(result)) is not None:
         metadata["mean reward"] = figure(mean)

@@ -30,6 +30,14 @@ class RoutedRow:
     failure_class: str | None  # of a sidecar row
     reward: float | None
     masked: bool
+    judge_calls: int = 0  # the verdicts of an output row a judge was asked for
+    judge_cache_hits: int = 0  # and those the judge-call cache answered
+
+
+# A judge's verdicts on an output row (``judge_evaluations``, as NeMo Gym's judges write them); one the built-in
+# judge took from its cache says so, and cost no call.
+JUDGE_EVALUATIONS_FIELD = "judge_evaluations"
+CACHED_EVALUATION_FIELD = "cached"
 
 
 def route_result(
@@ -46,10 +54,15 @@ def route_verify_failure(
 
 def routed(row: dict[str, Any]) -> RoutedRow:
     destination = destination_of(row)
-    return RoutedRow(
+    made = RoutedRow(
         destination,
         b"" if destination is Destination.NOWHERE else orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE),
         row.get(FAILURE_CLASS_FIELD) if destination is Destination.SIDECAR else None,
         numeric_reward(row),
         is_masked(row),
     )
+    evaluations = row.get(JUDGE_EVALUATIONS_FIELD) if destination is Destination.OUTPUT else None
+    if isinstance(evaluations, list) and evaluations:
+        hits = sum(1 for entry in evaluations if isinstance(entry, dict) and entry.get(CACHED_EVALUATION_FIELD) is True)
+        made.judge_calls, made.judge_cache_hits = len(evaluations) - hits, hits
+    return made

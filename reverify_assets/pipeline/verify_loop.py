@@ -44,6 +44,8 @@ class VerifyStats:
     # The first message of each class, secrets redacted: what the summary shows as the cause.
     first_failure_messages: dict[str, str] = field(default_factory=dict)
     reward_sum: float = 0.0
+    judge_calls: int = 0  # verdicts the judge was asked for, on the rows written to the output
+    judge_cache_hits: int = 0  # verdicts the judge-call cache gave instead
     # Each row written to the output against the reward its rollout stored: counted here, where both are at hand.
     stored_flips: StoredRewardFlips = field(default_factory=StoredRewardFlips)
     started_at: float = field(default_factory=time.monotonic)
@@ -295,6 +297,8 @@ def _count(stats: VerifyStats, settled: _Settled, unreachable: UnreachableWatch)
         stats.last_output_key = settled.key
         stats.to_output += 1
         stats.reward_sum += routed.reward or 0.0
+        stats.judge_calls += routed.judge_calls
+        stats.judge_cache_hits += routed.judge_cache_hits
         stats.stored_flips.add(settled.stored_reward, routed.reward, masked=routed.masked or settled.stored_masked)
         if unreachable.watching(settled.server):
             unreachable.settled(settled.server, None, None)

@@ -13,7 +13,8 @@ CLI would (``build_verify_payload``), grades it, stamps the result and answers t
   row>], ...]}`` (at most N rows) and answers NDJSON: first ``{"results": [...]}``, one result per row in
   order, then the line to store of each result whose ``destination`` is ``output`` or ``sidecar``, in the
   same order. A result is ``{"status": 200, "destination", "reward", "masked", "failure_class",
-  "stored_reward", "stored_masked"}``; ``{"status": 409, "detail"}`` when the two rows do not make a verify
+  "stored_reward", "stored_masked"}``, with ``"judge_calls"`` and ``"judge_cache_hits"`` when a judge gave the
+  row verdicts (see ``lib.routed_row``); ``{"status": 409, "detail"}`` when the two rows do not make a verify
   request for that key (the file changed after it was indexed, or a row names a key field twice); else what
   ``/verify`` would have answered, ``{"status": 422 | 500, "detail"}``.
 """
@@ -89,6 +90,8 @@ async def reverify_stored(
         "stored_reward": numeric_reward(rollout_row),
         "stored_masked": is_masked(rollout_row),
     }
+    if routed.judge_calls or routed.judge_cache_hits:
+        summary["judge_calls"], summary["judge_cache_hits"] = routed.judge_calls, routed.judge_cache_hits
     return summary, routed.line
 
 

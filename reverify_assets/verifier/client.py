@@ -281,8 +281,14 @@ def _stored_row_outcome(result: dict[str, Any], lines: Iterator[bytes]) -> Store
         failure_class if isinstance(failure_class, str) else None,
         reward_number(result.get("reward")),
         result.get("masked") is True,
+        _count(result.get("judge_calls")),
+        _count(result.get("judge_cache_hits")),
     )
     return StoredRowOutcome(routed, reward_number(result.get("stored_reward")), result.get("stored_masked") is True)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 _DESTINATIONS = {destination.value: destination for destination in Destination}  # Enum lookup by value is slow

@@ -8,7 +8,8 @@ Every message goes through the redactor: no run of 8 characters of the API key i
 
 Better than NeMo Gym: a throttled reply (429, or 503 with ``Retry-After``) halves the calls in flight
 (``lib.adaptive_limit``), and one that says how long to wait (``Retry-After``) is waited out without spending an
-attempt, so a throttled judge makes a run slower, not its rows ``judge_failed``.
+attempt, so a throttled judge makes a run slower, not its rows ``judge_failed``. With a ``cache``
+(``lib.judge_cache``), a request asked before is answered from it, and a new answer is kept there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import aiohttp
 import orjson
 
 from reverify_assets.lib.adaptive_limit import AdaptiveLimit
+from reverify_assets.lib.judge_cache import JudgeCallCache, request_key
 from reverify_assets.lib.verifier_wire import (
     THROTTLED_STATUSES,
     RetryPolicy,
@@ -35,12 +37,14 @@ from reverify_assets.servers.judge.failsafe import JudgeCallFailed
 
 Sleep = Callable[[float], Awaitable[Any]]
 BODY_SNIPPET_CHARS = 500
+CACHED_REPLY_KIND = "chat_completion_reply"  # a JudgeReply's text and finish reason, as JSON
 
 
 @dataclass(frozen=True, slots=True)
 class JudgeReply:
     text: str | None  # None: the completion carried no text at all
     finish_reason: str | None
+    cached: bool = False  # answered by the judge-call cache, without a call
 
     @property
     def truncated(self) -> bool:
@@ -87,6 +91,20 @@ def _message_text(content: Any) -> str | None:
     return None
 
 
+def _cached_reply(stored: bytes | None) -> JudgeReply | None:
+    """None for a miss, and for an entry this version cannot read (it is then asked, and overwritten)."""
+    if stored is None:
+        return None
+    try:
+        kept = orjson.loads(stored)
+        text, finish_reason = kept["text"], kept["finish_reason"]
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        return None
+    if not (text is None or isinstance(text, str)) or not (finish_reason is None or isinstance(finish_reason, str)):
+        return None
+    return JudgeReply(text, finish_reason, cached=True)
+
+
 def parse_chat_completion(payload: bytes) -> JudgeReply:
     """The first choice's message text; ValueError when the body is not a chat completion."""
     try:
@@ -115,10 +133,12 @@ class JudgeClient:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         limit: AdaptiveLimit,
+        cache: JudgeCallCache | None = None,
     ) -> None:
         """``limit``: how many calls are in flight at once, cut when the judge throttles."""
         self.url = url
         self.limit = limit
+        self.cache = cache
         self.retry = retry
         self.session = session
         self.redact = redact
@@ -135,7 +155,17 @@ class JudgeClient:
     async def complete(self, request: Mapping[str, Any]) -> JudgeReply:
         """The judge's reply, or JudgeCallFailed with the reason of the last attempt. A throttled reply that
         says how long to wait is waited out without spending an attempt, up to ``MAX_THROTTLED_WAIT_S``."""
-        body = orjson.dumps(request)
+        cache = self.cache
+        if cache is None:
+            return await self._call(orjson.dumps(request))
+        key = request_key(CACHED_REPLY_KIND, self.url, request)
+        if (kept := _cached_reply(cache.get(key))) is not None:
+            return kept
+        reply = await self._call(orjson.dumps(request))
+        cache.put(key, orjson.dumps({"text": reply.text, "finish_reason": reply.finish_reason}))
+        return reply
+
+    async def _call(self, body: bytes) -> JudgeReply:
         attempts = self.retry.attempts
         attempt, waits = 1, ThrottleWaits()
         while True:

@@ -13,6 +13,8 @@ import aiohttp
 
 from reverify_assets.lib import process_secrets
 from reverify_assets.lib.adaptive_limit import AdaptiveLimit
+from reverify_assets.lib.judge_cache import JudgeCallCache, judge_cache_path
+from reverify_assets.lib.routed_row import CACHED_EVALUATION_FIELD
 from reverify_assets.servers.judge import metrics as judge_metrics
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed, judge_failed_row
@@ -109,6 +111,7 @@ class EquivalenceJudgeServer(ResourcesServer):
         self._rng = rng
         self._session: aiohttp.ClientSession | None = None
         self._client: JudgeClient | None = None
+        self._cache: JudgeCallCache | None = None
 
     async def open(self) -> None:
         cfg = self.config
@@ -116,6 +119,8 @@ class EquivalenceJudgeServer(ResourcesServer):
         # redactor of everything this process writes, logs or raises.
         api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
         process_secrets.remember([api_key])
+        cache_path = judge_cache_path()
+        self._cache = None if cache_path is None else JudgeCallCache(cache_path)
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=cfg.judge_endpoint_max_concurrency or 0)
         )
@@ -128,12 +133,15 @@ class EquivalenceJudgeServer(ResourcesServer):
             sleep=self._sleep,
             rng=self._rng,
             limit=AdaptiveLimit(cfg.judge_endpoint_max_concurrency or UNLIMITED_JUDGE_CALLS, sleep=self._sleep),
+            cache=self._cache,
         )
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
-        self._session = self._client = None
+        if self._cache is not None:
+            self._cache.close()
+        self._session = self._client = self._cache = None
 
     async def verify(self, body: dict[str, Any]) -> dict[str, Any]:
         request = parse_request(body)
@@ -197,6 +205,8 @@ class EquivalenceJudgeServer(ResourcesServer):
         }
         if verdict.issues:  # as NeMo Gym: absent when the reply read cleanly
             evaluation["judgement_parsing_issues"] = list(verdict.issues)
+        if reply.cached:  # which verdicts cost no call: the run counts them (`lib.routed_row`)
+            evaluation[CACHED_EVALUATION_FIELD] = True
         return verdict.equal, evaluation
 
     def _extraction_regex(self, request: JudgeRequest) -> str | None:

@@ -1,0 +1,111 @@
+"""The judge-call cache, end to end: ``reverify run`` of the built-in judge against ``reverify judge-serve``, twice.
+
+The cache is on by default for users; the test suite turns it off (``tests/conftest.py``), so each test here turns
+it back on, in the Dagster home of its own runs, where a user's cache is.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reverify_assets.lib.judge_cache import CACHE_FILE_NAME, JUDGE_CACHE_ENV
+from tests.support.cli import CLI_LIMIT_S, run_args, start_piped
+from tests.support.instance import latest_materialization, open_instance
+from tests.support.judge_serve import LocalJudge, judge_serve
+from tests.support.qa_judge import KEY, KEY_ENV, ROWS, Run, Transcript, judge_config, qa_dataset, reverify
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalJudge]:
+    with judge_serve(tmp_path_factory.mktemp("judge_serve")) as judge:
+        yield judge
+
+
+@pytest.fixture(autouse=True)
+def cache_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(JUDGE_CACHE_ENV)
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+def rewards(run: Run) -> dict[tuple[int, int], float]:
+    return {(row["_ng_task_index"], row["_ng_rollout_index"]): row["reward"] for row in run.rows}
+
+
+def test_a_second_run_of_an_unchanged_config_makes_no_judge_call(tmp_path: Path, judge: LocalJudge) -> None:
+    judge.control()
+    first = reverify(tmp_path, judge, Transcript())
+    assert first.result.returncode == 0, first.result.stderr
+    assert judge.stats()["answered"] == ROWS
+    cache = tmp_path / "dagster_home" / CACHE_FILE_NAME
+    assert f"Judge calls: {ROWS} made, 0 answered by the judge-call cache ({cache})" in first.result.stdout
+
+    judge.control(fail_status=503, fail_share=1.0)  # a call now would fail: the rows must not need one
+    second = reverify(tmp_path, judge, Transcript(), "--overwrite")
+    assert second.result.returncode == 0, second.result.stderr
+    assert judge.stats()["requests"] == 0
+    assert rewards(second) == rewards(first) and len(second.rows) == ROWS and second.failures == []
+    assert all(all(e["cached"] is True for e in row["judge_evaluations"]) for row in second.rows)
+    assert f"Judge calls: 0 made, {ROWS} answered by the judge-call cache ({cache})" in second.result.stdout
+    metadata, _ = latest_materialization(open_instance(tmp_path / "dagster_home"), "reverified_rows")
+    assert (metadata["judge calls"], metadata["judge cache hits"]) == (0, ROWS)
+
+    judge.control()
+    uncached = reverify(tmp_path, judge, Transcript(), "--overwrite", "--no-judge-cache")
+    assert uncached.result.returncode == 0, uncached.result.stderr
+    assert judge.stats()["answered"] == ROWS
+    assert rewards(uncached) == rewards(first)
+    assert f"Judge calls: {ROWS} made (the judge-call cache is off)" in uncached.result.stdout
+
+
+def test_a_resume_asks_the_judge_only_for_rows_it_never_answered(tmp_path: Path, judge: LocalJudge) -> None:
+    judge.control(fail_status=503, fail_share=0.5, seed=3)
+    first = reverify(tmp_path, judge, Transcript())
+    assert first.result.returncode == 0, first.result.stderr
+    failed = len(first.failures)
+    assert 0 < failed < ROWS
+
+    judge.control()
+    # The whole run again, not a resume: every row the judge answered before is answered by the cache.
+    again = reverify(tmp_path, judge, Transcript(), "--overwrite")
+    assert again.result.returncode == 0, again.result.stderr
+    assert judge.stats()["answered"] == failed
+    assert f"Judge calls: {failed} made, {ROWS - failed} answered" in again.result.stdout
+
+
+def test_a_changed_judge_prompt_is_asked_again(tmp_path: Path, judge: LocalJudge) -> None:
+    judge.control()
+    assert reverify(tmp_path, judge, Transcript()).result.returncode == 0
+    config = judge_config(tmp_path, judge)
+    config.write_text(config.read_text() + "      judge_system_message: Judge strictly.\n")
+    judge.control()
+    changed = reverify(tmp_path, judge, Transcript(), "--overwrite", config=config)
+    assert changed.result.returncode == 0, changed.result.stderr
+    assert judge.stats()["answered"] == ROWS
+    assert f"Judge calls: {ROWS} made, 0 answered" in changed.result.stdout
+
+
+def test_runs_at_the_same_time_share_the_cache(tmp_path: Path, judge: LocalJudge) -> None:
+    judge.control(latency_ms=20)  # the runs overlap while both write to the cache
+    inputs, rollouts = qa_dataset(tmp_path, copies=10)
+    config = judge_config(tmp_path, judge)
+    home = tmp_path / "dagster_home"
+    outputs = [tmp_path / side / "out.jsonl" for side in "ab"]
+    runs = [start_piped(*run_args(config, inputs, rollouts, output), home=home) for output in outputs]
+    for process in runs:
+        stdout, stderr = process.communicate(timeout=CLI_LIMIT_S)
+        assert process.returncode == 0, stderr
+        assert "Judge calls:" in stdout
+    done = [Run(subprocess.CompletedProcess([], 0), output) for output in outputs]
+    assert rewards(done[0]) == rewards(done[1]) and len(done[0].rows) == 10 * ROWS
+    assert judge.stats()["answered"] <= 2 * 10 * ROWS
+
+    judge.control(fail_status=503, fail_share=1.0)
+    after = reverify(tmp_path, judge, Transcript(), copies=10)
+    assert after.result.returncode == 0, after.result.stderr
+    assert rewards(after) == rewards(done[0]) and judge.stats()["requests"] == 0
