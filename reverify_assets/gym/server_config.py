@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from reverify_assets.config.topology import ServerBlock, declared_block
 from reverify_assets.gym.installation import SETTINGS_KEYS
 
@@ -34,6 +36,18 @@ def gym_server_config(config: Mapping[str, Any], ports: Mapping[str, int]) -> di
     placed.setdefault("head_server", {"host": LOOPBACK, "port": HEAD_SERVER_PORT})
     placed.setdefault("dry_run", False)
     return placed
+
+
+def model_identity(block: ServerBlock) -> str:
+    """What a model server answers as, for the judge-call cache's key: its type and config, without where it
+    listens (a new port each run) and without any key (a rotated key asks the same model)."""
+    where = {"host", "port", "entrypoint"}
+    fields = {
+        name: value
+        for name, value in block.fields.items()
+        if name not in where and name not in OUR_BLOCK_FIELDS and "key" not in name.lower()
+    }
+    return orjson.dumps({"type": block.type, "fields": fields}, option=orjson.OPT_SORT_KEYS, default=str).decode()
 
 
 def _placed(block: ServerBlock, port: int | None) -> dict[str, Any]:

@@ -34,10 +34,12 @@ class RoutedRow:
     judge_cache_hits: int = 0  # and those the judge-call cache answered
 
 
-# A judge's verdicts on an output row (``judge_evaluations``, as NeMo Gym's judges write them); one the built-in
-# judge took from its cache says so, and cost no call.
+# A judge's verdicts on an output row (``judge_evaluations``, as NeMo Gym's judges write them); one taken from the
+# judge-call cache cost no call, and says so: the built-in judge marks it ``"cached": true``, and a NeMo Gym judge
+# stores the model's reply, which the cache's proxy marked in its ``metadata``.
 JUDGE_EVALUATIONS_FIELD = "judge_evaluations"
 CACHED_EVALUATION_FIELD = "cached"
+CACHE_HIT_METADATA = "reverify_judge_cache"
 
 
 def route_result(
@@ -63,6 +65,16 @@ def routed(row: dict[str, Any]) -> RoutedRow:
     )
     evaluations = row.get(JUDGE_EVALUATIONS_FIELD) if destination is Destination.OUTPUT else None
     if isinstance(evaluations, list) and evaluations:
-        hits = sum(1 for entry in evaluations if isinstance(entry, dict) and entry.get(CACHED_EVALUATION_FIELD) is True)
+        hits = sum(1 for entry in evaluations if _answered_by_cache(entry))
         made.judge_calls, made.judge_cache_hits = len(evaluations) - hits, hits
     return made
+
+
+def _answered_by_cache(evaluation: Any) -> bool:
+    if not isinstance(evaluation, dict):
+        return False
+    if evaluation.get(CACHED_EVALUATION_FIELD) is True:
+        return True
+    response = evaluation.get("response")
+    metadata = response.get("metadata") if isinstance(response, dict) else None
+    return isinstance(metadata, dict) and metadata.get(CACHE_HIT_METADATA) == "hit"

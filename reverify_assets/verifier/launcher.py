@@ -40,9 +40,11 @@ from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.gym.installation import NemoGymInstallation, find_installation
 from reverify_assets.gym.launch import gym_server_command
+from reverify_assets.gym.server_config import LOOPBACK, model_identity
 from reverify_assets.gym.server_python import default_cache
 from reverify_assets.lib import process_secrets
 from reverify_assets.lib.child_python import child_environment, module_command
+from reverify_assets.lib.judge_cache import judge_cache_path
 from reverify_assets.lib.verifier_wire import READY_PREFIX
 
 log = logging.getLogger("reverify")
@@ -148,9 +150,16 @@ def _identity(block: ServerBlock, config: Mapping[str, Any]) -> bytes:
 
 
 def _spawn_builtin(block: ServerBlock) -> _Child:
+    spec = {"instance": block.instance, "type": block.type, "fields": dict(block.fields)}
+    process, stderr = _start_module("reverify_assets.servers.child_process", spec)
+    return _Child(block, _identity(block, {}), process, stderr)
+
+
+def _start_module(module: str, spec: Mapping[str, Any]) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+    """One of our modules as a child that reads ``spec`` on its stdin, then keeps the pipe as its lifeline."""
     stderr = tempfile.TemporaryFile()
     process = subprocess.Popen(
-        module_command("reverify_assets.servers.child_process"),
+        module_command(module),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,
@@ -158,27 +167,53 @@ def _spawn_builtin(block: ServerBlock) -> _Child:
         process_group=0,
     )
     assert process.stdin is not None
-    spec = {"instance": block.instance, "type": block.type, "fields": dict(block.fields)}
     process.stdin.write(orjson.dumps(spec) + b"\n")
     process.stdin.flush()
-    return _Child(block, _identity(block, {}), process, stderr)
+    return process, stderr
 
 
 def _spawn_gym(block: ServerBlock, config: Mapping[str, Any]) -> _Child:
-    """The server, and first the model servers it calls (a judge's) where the config declares them."""
+    """The server, and first the model servers it calls (a judge's) where the config declares them; with the
+    judge-call cache on, the server reaches each of those through a caching proxy (``servers.judge_cache_proxy``)."""
     installation = find_installation(config)
-    companions = list({model.instance: model for model in block.referenced_models(config) if not model.url}.values())
+    models = list({model.instance: model for model in block.referenced_models(config)}.values())
+    companions = [model for model in models if not model.url]
     ports = {server.instance: _free_port() for server in [*companions, block]}
     started: list[_Child] = []
     try:
         for companion in companions:
             started.append(_spawn_gym_process(companion, config, installation, ports))
-        child = _spawn_gym_process(block, config, installation, ports)
+        seen_at = dict(ports)  # where the server is told its model servers are
+        if (cache := judge_cache_path()) is not None:
+            for model in models:
+                target = model.url or f"http://{LOOPBACK}:{ports[model.instance]}"
+                started.append(_spawn_cache_proxy(model, target, cache))
+                seen_at[model.instance] = int(str(started[-1].url).rsplit(":", 1)[1])
+        child = _spawn_gym_process(block, config, installation, seen_at)
     except BaseException:
         _stop(started)
         raise
     child.companions = started
     return child
+
+
+def _spawn_cache_proxy(model: ServerBlock, target: str, cache: Path) -> _Child:
+    """Started and listening before the server that calls it is started, which is told its port; its model
+    server may still be starting (a call meanwhile gets a 502, which the judge server retries)."""
+    spec = {"endpoint": model_identity(model), "target": target.rstrip("/"), "cache": str(cache)}
+    process, stderr = _start_module("reverify_assets.servers.judge_cache_proxy", spec)
+    assert process.stdout is not None
+    proxy = _Child(model, b"", process, stderr)
+    ready, _, _ = select.select([process.stdout], [], [], BUILTIN_STARTUP_S)
+    line = process.stdout.readline() if ready else b""
+    if not line.startswith(READY_PREFIX.encode()):
+        _stop([proxy])
+        raise ReverifyError(
+            f"the judge-call cache's proxy for model server {model.instance!r} did not start (run with "
+            f"--no-judge-cache to do without it). The last lines of its output:\n{_tail(stderr) or '(empty)'}"
+        )
+    proxy.url, proxy.ready = line.decode().strip().removeprefix(READY_PREFIX), True
+    return proxy
 
 
 def _spawn_gym_process(

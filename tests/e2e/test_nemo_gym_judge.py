@@ -16,9 +16,10 @@ import pytest
 
 from reverify_assets.config.topology import MODELS, RESOURCES_SERVERS
 from reverify_assets.gym.installation import PYTHON_KEY, find_installation
+from reverify_assets.lib.judge_cache import CACHE_FILE_NAME, JUDGE_CACHE_ENV
 from tests.support.cli import REVERIFY, read_jsonl, write_jsonl
 from tests.support.judge_serve import LocalJudge, judge_serve
-from tests.support.nemo_gym import gym_env, nemo_gym_python, processes_in
+from tests.support.nemo_gym import gym_env, nemo_gym_python, processes_in, processes_running
 
 pytestmark = pytest.mark.slow
 CLI_LIMIT_S = 600  # the first run builds the judge server's venv (datasets==4.0.0)
@@ -91,6 +92,7 @@ def run(
 def assert_no_server_left(root: Path) -> None:
     assert processes_in(root / RESOURCES_SERVERS / JUDGE) == []
     assert processes_in(root / MODELS / "openai_model") == []
+    assert processes_running("reverify_assets.servers.judge_cache_proxy") == []
 
 
 def test_nemo_gyms_judge_server_grades_through_its_model_server(
@@ -136,4 +138,34 @@ def test_judge_failures_are_parked_then_recovered(
     assert [row["reward"] for row in read_jsonl(tmp_path / "r" / "o.jsonl")] == REWARDS
     [entry] = json.loads((tmp_path / "r" / "o_aggregate_metrics.json").read_text())
     assert entry["coverage"]["complete"] is True and entry["coverage"]["failed"] == 0
+    assert_no_server_left(root)
+
+
+def test_the_judge_call_cache_answers_a_second_run_through_its_proxy(
+    tmp_path: Path, root: Path, judge: LocalJudge, dataset: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NeMo Gym's judge calls its model server through the cache's proxy: a re-run asks the judge nothing."""
+    monkeypatch.delenv(JUDGE_CACHE_ENV)  # as a user runs: the cache in the Dagster home
+    judge.control()
+    first = run(tmp_path, root, judge, *dataset, tmp_path / "out" / "o.jsonl", "--force")
+    assert first.returncode == 0, first.stderr
+    assert judge.stats()["answered"] == len(REWARDS)
+    cache = tmp_path / "home" / CACHE_FILE_NAME
+    assert f"Judge calls: {len(REWARDS)} made, 0 answered by the judge-call cache ({cache})" in first.stdout
+
+    judge.control(fail_share=1.0, fail_status=503)  # a call now would fail: the rows must not need one
+    second = run(tmp_path, root, judge, *dataset, tmp_path / "out" / "o.jsonl", "--force", "--overwrite")
+    assert second.returncode == 0, second.stderr
+    assert judge.stats()["requests"] == 0
+    rows = read_jsonl(tmp_path / "out" / "unsafe_o.jsonl")
+    assert [row["reward"] for row in rows] == REWARDS
+    assert all(row["judge_evaluations"][0]["response"]["metadata"] == {"reverify_judge_cache": "hit"} for row in rows)
+    assert f"Judge calls: 0 made, {len(REWARDS)} answered by the judge-call cache ({cache})" in second.stdout
+
+    judge.control()
+    uncached = run(
+        tmp_path, root, judge, *dataset, tmp_path / "out" / "o.jsonl", "--force", "--overwrite", "--no-judge-cache"
+    )
+    assert uncached.returncode == 0, uncached.stderr
+    assert judge.stats()["answered"] == len(REWARDS)
     assert_no_server_left(root)

@@ -36,6 +36,19 @@ def gym_env(home: Path, python: Path) -> dict[str, str]:
     return {**os.environ, "DAGSTER_HOME": str(home), PYTHON_ENV: str(python)}
 
 
+def processes_running(module: str) -> list[int]:
+    """Process ids of the Pythons running ``module`` (``-m module``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:  # it ended meanwhile
+            continue
+        if module.encode() in arguments:
+            found.append(int(entry.name))
+    return found
+
+
 def processes_in(folder: Path) -> list[int]:
     """Process ids of the processes whose working folder is ``folder`` (NeMo Gym's servers run in their own)."""
     found = []
