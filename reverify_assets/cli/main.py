@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --resume: continue an output whose rows another verifier config scored",
     )
     _add_judge_cache_flag(run)
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what the run would verify and skip, its judge calls, tokens and cost; write nothing, start nothing",
+    )
 
     aggregate = commands.add_parser("aggregate", help="merge shard outputs and compute their aggregate metrics")
     aggregate.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")

@@ -95,6 +95,11 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
         options.force = True
     check_before_start(options)
     max_attempts_from(options.max_attempts)  # a bad NEMO_GYM_MAX_ROLLOUT_ATTEMPTS is a config error, said now
+    if args.dry_run:
+        from reverify_assets.cli.dry_run import dry_run
+
+        dry_run(options, setup)
+        return
     if options.judge_failed_only:
         log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
     # From before anything starts to the last file written: another run's --overwrite is refused while this one

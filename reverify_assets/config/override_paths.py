@@ -12,12 +12,15 @@ from difflib import get_close_matches
 
 from omegaconf import DictConfig, OmegaConf
 
+from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY
 from reverify_assets.config.sources import ConfigSources
 from reverify_assets.errors import ReverifyError
 
 # The mapping-valued knobs of NeMo Gym 0.7.0's NEMO_GYM_RESERVED_TOP_LEVEL_KEYS (nemo_gym/global_config.py;
 # the others hold scalars or lists): `++head_server.port=...` is NeMo Gym's, not a misspelt server.
 NEMO_GYM_MAPPING_KNOBS = frozenset({"head_server", "telemetry", "token_id_capture", "environment_server_routes"})
+# Ours, checked by their own models (a misspelt field there is refused by name).
+OUR_MAPPING_KNOBS = frozenset({JUDGE_PRICES_KEY})
 # Instance, server kind (resources_servers, responses_api_agents, ...) and the block's type.
 DECLARED_DEPTH = 3
 
@@ -33,7 +36,7 @@ def check_override_paths(config: DictConfig, overrides: Sequence[str], sources: 
 def _problem(config: DictConfig, override: str, sources: ConfigSources) -> str | None:
     shown = override.partition("=")[0]  # the value is left out: it may be a key pasted by mistake
     path = shown.lstrip("+").split(".")
-    if len(path) == 1 or path[0] in NEMO_GYM_MAPPING_KNOBS:
+    if len(path) == 1 or path[0] in NEMO_GYM_MAPPING_KNOBS | OUR_MAPPING_KNOBS:
         return None  # ++force=true, ++merge_shards=false: a top-level knob
     node = config
     for depth, segment in enumerate(path[:DECLARED_DEPTH]):

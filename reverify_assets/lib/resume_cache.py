@@ -79,15 +79,22 @@ def _key_frame(keys: list[RolloutKey]) -> pl.DataFrame:
     return pl.DataFrame({"task": [k[0] for k in pairs], "rollout": [k[1] for k in pairs]}, schema=KEY_SCHEMA)
 
 
-def resume_summary(status: CacheStatus, planned: pl.DataFrame) -> list[str]:
-    """Five lines, counted over the rows this run would verify (after --limit)."""
-    rest = planned.select(KEY_COLUMNS)
+def skip_counts(status: CacheStatus, planned: pl.DataFrame) -> tuple[tuple[int, int, int], pl.DataFrame]:
+    """How many rows of ``planned`` a resume skips as done, terminal and maxed out (each row counted under the
+    first that applies), and the rows left."""
+    rest = planned
     counts = []
     for settled in (status.done, status.terminal, status.maxed_out):
-        found = key_in(rest, settled)
+        found = key_in(rest.select(KEY_COLUMNS), settled)
         counts.append(int(found.sum()))
         rest = rest.filter(~found)
     done, terminal, maxed = counts
+    return (done, terminal, maxed), rest
+
+
+def resume_summary(status: CacheStatus, planned: pl.DataFrame) -> list[str]:
+    """Five lines, counted over the rows this run would verify (after --limit)."""
+    (done, terminal, maxed), rest = skip_counts(status, planned.select(KEY_COLUMNS))
     pending = rest.height
     return [
         "Resumed from cache. Found:",

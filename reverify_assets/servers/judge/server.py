@@ -88,6 +88,63 @@ def _expected_answer(body: Mapping[str, Any]) -> str:
     return expected
 
 
+@dataclass(frozen=True, slots=True)
+class FirstJudgement:
+    """What the first judge call of a row compares: the question, and the answer as given to the judge."""
+
+    question: str
+    generated: str  # the extracted answer, or the extraction-failure message
+    extracted: str | None
+    answer_text: str  # the response's whole last assistant text
+
+
+def first_judgement(cfg: EquivalenceJudgeConfig, request: JudgeRequest) -> FirstJudgement | str:
+    """The first call's terms, or the failure reason of a row graded without any call (an answer too long)."""
+    answer_text = last_assistant_text(request.response)
+    if cfg.max_answer_chars is not None and len(answer_text) > cfg.max_answer_chars:
+        return f"final_answer_too_long: {len(answer_text)} characters exceeds {cfg.max_answer_chars}"
+    question = request.question
+    if question is None:
+        question = narrow(last_user_text(request.body.get("responses_create_params")), cfg.question_extract_regex)
+    extracted = narrow(answer_text, _extraction_regex(cfg, request)) if answer_text else None
+    generated = extracted if extracted is not None else cfg.msg_extraction_failure
+    return FirstJudgement(question, generated, extracted, answer_text)
+
+
+def judge_request(
+    cfg: EquivalenceJudgeConfig, question: str, expected_answer: str, generated_answer: str
+) -> dict[str, Any]:
+    """The chat completion request of one judge call, as sent (and as the judge-call cache keys it)."""
+    prompt = fill_prompt(
+        cfg.prompt_template, question=question, expected_answer=expected_answer, generated_answer=generated_answer
+    )
+    messages = judge_messages(cfg.judge_system_message, prompt)
+    return {"model": cfg.judge_model, "messages": messages, **cfg.sampling_params()}
+
+
+def may_judge_twice(cfg: EquivalenceJudgeConfig, request: JudgeRequest) -> bool:
+    """Whether a row the first call finds not equal is judged again on the whole text (partial credit)."""
+    if _per_record_regex_skipped(cfg, request):
+        return False
+    return cfg.check_full_generation_on_fail and cfg.use_per_record_regex and request.per_record_regex is not None
+
+
+def _extraction_regex(cfg: EquivalenceJudgeConfig, request: JudgeRequest) -> str | None:
+    if cfg.use_per_record_regex and request.per_record_regex:
+        return None if _per_record_regex_skipped(cfg, request) else request.per_record_regex
+    return cfg.response_extract_regex
+
+
+def _per_record_regex_skipped(cfg: EquivalenceJudgeConfig, request: JudgeRequest) -> bool:
+    """A long expected answer is judged against the whole text, and then needs no second pass."""
+    return (
+        cfg.use_per_record_regex
+        and request.per_record_regex is not None
+        and cfg.extraction_length_threshold is not None
+        and len(request.expected_answer) > cfg.extraction_length_threshold
+    )
+
+
 class EquivalenceJudgeServer(ResourcesServer):
     """Asks an LLM judge whether the response's answer is equivalent to the expected one.
 
@@ -155,43 +212,32 @@ class EquivalenceJudgeServer(ResourcesServer):
     async def _grade(self, request: JudgeRequest) -> dict[str, Any]:
         cfg = self.config
         expected = request.expected_answer
-        answer_text = last_assistant_text(request.response)
-        if cfg.max_answer_chars is not None and len(answer_text) > cfg.max_answer_chars:
-            reason = f"final_answer_too_long: {len(answer_text)} characters exceeds {cfg.max_answer_chars}"
-            return self._result(request, 0.0, None, [], failure_reason=reason)
-        question = request.question
-        if question is None:
-            question = narrow(last_user_text(request.body.get("responses_create_params")), cfg.question_extract_regex)
-        extracted = narrow(answer_text, self._extraction_regex(request)) if answer_text else None
-        generated = extracted if extracted is not None else cfg.msg_extraction_failure
+        first = first_judgement(cfg, request)
+        if isinstance(first, str):
+            return self._result(request, 0.0, None, [], failure_reason=first)
+        question, generated, extracted = first.question, first.generated, first.extracted
 
-        equal, first = await self._evaluate(question, expected, generated)
+        equal, evaluation = await self._evaluate(question, expected, generated)
         if not equal:
-            if self._per_record_regex_skipped(request) or not self._may_rescue(request):
-                return self._result(request, 0.0, extracted, [first])
+            if not may_judge_twice(cfg, request):
+                return self._result(request, 0.0, extracted, [evaluation])
             # The per-record regex may have cut the answer wrongly: judge the whole text for partial credit.
-            rescued, second = await self._evaluate(question, expected, answer_text or cfg.msg_extraction_failure)
+            whole = first.answer_text or cfg.msg_extraction_failure
+            rescued, second = await self._evaluate(question, expected, whole)
             reward = cfg.reward_if_full_generation_succeeds if rescued else 0.0
-            return self._result(request, reward, extracted, [first, second])
-        if not cfg.check_twice_swap or self._per_record_regex_skipped(request):
-            return self._result(request, 1.0, extracted, [first])
+            return self._result(request, reward, extracted, [evaluation, second])
+        if not cfg.check_twice_swap or _per_record_regex_skipped(cfg, request):
+            return self._result(request, 1.0, extracted, [evaluation])
         # Same question with the answers swapped: a judge with a positional bias must agree both ways.
         swapped, second = await self._evaluate(question, generated, expected)
-        return self._result(request, 1.0 if swapped else cfg.reward_if_swap_fails, extracted, [first, second])
+        return self._result(request, 1.0 if swapped else cfg.reward_if_swap_fails, extracted, [evaluation, second])
 
     async def _evaluate(self, question: str, expected_answer: str, generated_answer: str) -> tuple[bool, Evaluation]:
         cfg = self.config
-        prompt = fill_prompt(
-            cfg.prompt_template, question=question, expected_answer=expected_answer, generated_answer=generated_answer
-        )
-        judge_request = {
-            "model": cfg.judge_model,
-            "messages": judge_messages(cfg.judge_system_message, prompt),
-            **cfg.sampling_params(),
-        }
+        request = judge_request(cfg, question, expected_answer, generated_answer)
         if self._client is None:
             raise RuntimeError("the equivalence judge server was not opened")
-        reply = await self._client.complete(judge_request)
+        reply = await self._client.complete(request)
         verdict = parse_verdict(
             reply.text,
             equal_label=cfg.judge_equal_label,
@@ -199,7 +245,7 @@ class EquivalenceJudgeServer(ResourcesServer):
             truncated=reply.truncated,
         )
         evaluation: Evaluation = {
-            "responses_create_params": judge_request,
+            "responses_create_params": request,
             "response": reply.text,
             "verdict_label": verdict.label,
         }
@@ -208,26 +254,6 @@ class EquivalenceJudgeServer(ResourcesServer):
         if reply.cached:  # which verdicts cost no call: the run counts them (`lib.routed_row`)
             evaluation[CACHED_EVALUATION_FIELD] = True
         return verdict.equal, evaluation
-
-    def _extraction_regex(self, request: JudgeRequest) -> str | None:
-        cfg = self.config
-        if cfg.use_per_record_regex and request.per_record_regex:
-            return None if self._per_record_regex_skipped(request) else request.per_record_regex
-        return cfg.response_extract_regex
-
-    def _per_record_regex_skipped(self, request: JudgeRequest) -> bool:
-        """A long expected answer is judged against the whole text, and then needs no second pass."""
-        cfg = self.config
-        return (
-            cfg.use_per_record_regex
-            and request.per_record_regex is not None
-            and cfg.extraction_length_threshold is not None
-            and len(request.expected_answer) > cfg.extraction_length_threshold
-        )
-
-    def _may_rescue(self, request: JudgeRequest) -> bool:
-        cfg = self.config
-        return cfg.check_full_generation_on_fail and cfg.use_per_record_regex and request.per_record_regex is not None
 
     @staticmethod
     def _result(

@@ -1,0 +1,48 @@
+"""``judge_prices``: what a judge's tokens cost, for a dry run's estimate and a run's ``--max-cost``.
+
+A top-level block of the config, not a server's: a price is no part of how a row is graded, so it changes no
+verifier config hash. Prices are per million tokens, in whatever currency the user thinks in.
+
+    judge_prices:
+      input_per_million_tokens: 0.15
+      output_per_million_tokens: 0.60   # optional
+      output_tokens_per_call: 200       # optional: what one verdict is expected to take
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from reverify_assets.errors import ReverifyError
+
+JUDGE_PRICES_KEY = "judge_prices"
+
+
+class JudgePrices(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_million_tokens: float = Field(ge=0)
+    output_per_million_tokens: float = Field(default=0.0, ge=0)
+    output_tokens_per_call: int = Field(default=0, ge=0)
+
+    def cost(self, prompt_tokens: int, calls: int) -> float:
+        output_tokens = calls * self.output_tokens_per_call
+        return (prompt_tokens * self.input_per_million_tokens + output_tokens * self.output_per_million_tokens) / 1e6
+
+
+def judge_prices(config: Mapping[str, Any]) -> JudgePrices | None:
+    """The config's prices, or None when it gives none; a bad block is a config error naming the field."""
+    block = config.get(JUDGE_PRICES_KEY)
+    if block is None:
+        return None
+    try:
+        return JudgePrices.model_validate(block)
+    except ValidationError as exc:
+        problems = []
+        for problem in exc.errors():
+            where = ".".join([JUDGE_PRICES_KEY, *(str(part) for part in problem["loc"])])
+            problems.append(f"`{where}`: {problem['msg']}")
+        raise ReverifyError(f"config: {'; '.join(problems)}") from None
