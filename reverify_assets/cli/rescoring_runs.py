@@ -15,7 +15,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 
 from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, run_job
 from reverify_assets.defs.comparison_defs import ComparisonDefs
-from reverify_assets.defs.instance import ensure_dagster_home
+from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.rescoring_defs import RescoringDefs
 from reverify_assets.defs.run_storage import RunScopedIOManager
@@ -32,8 +32,7 @@ LAUNCH_STAGGER_S = 1.0
 
 
 def _instance() -> dg.DagsterInstance:
-    ensure_dagster_home()
-    return dg.DagsterInstance.get()
+    return open_dagster_instance()
 
 
 def register_shards(rescoring: RescoringDefs) -> list[str]:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reverify_assets.lib.dagster_home import DAGSTER_HOME_ENV, dagster_home
+
+if TYPE_CHECKING:  # Dagster's import takes a second: the CLI makes it in a thread of its own
+    import dagster as dg
+
+# Held while the instance is opened: the first opening of a home creates its storage, and two commands doing that
+# at once (two runs started together on a new home) collide on its tables.
+INSTANCE_OPENING_LOCK = ".reverify-instance.lock"
 
 DAGSTER_YAML = """\
 # Written by reverify on first use. Local SQLite storage; see docs for PostgreSQL.
@@ -25,3 +34,13 @@ def ensure_dagster_home() -> Path:
         config.write_text(DAGSTER_YAML)
     os.environ[DAGSTER_HOME_ENV] = str(home)
     return home
+
+
+def open_dagster_instance() -> dg.DagsterInstance:
+    """The instance of ``ensure_dagster_home()``, opened by one command at a time."""
+    import dagster as dg
+
+    home = ensure_dagster_home()
+    with (home / INSTANCE_OPENING_LOCK).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return dg.DagsterInstance.get()

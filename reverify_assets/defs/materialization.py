@@ -17,7 +17,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from reverify_assets.defs.assets import ALL_ASSETS, OUTPUTS
 from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, command_errors, run_job
 from reverify_assets.defs.handles import OutputHandle
-from reverify_assets.defs.instance import ensure_dagster_home
+from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.resources import RescoringResource, startup_resource
 from reverify_assets.defs.run_storage import RunScopedIOManager
@@ -96,8 +96,7 @@ def materialize_rescoring(
     flow = RECOVERY_FLOW if rescoring.judge_failed_only else RESCORING_FLOW
     selection = [*flow.selection, flow.metrics_asset] if aggregate else list(flow.selection)
     partition = rescoring.partition_key
-    ensure_dagster_home()
-    with dg.DagsterInstance.get() as instance:
+    with open_dagster_instance() as instance:
         capture_deaf_to_ctrl_c(instance)
         if before_run is not None:
             before_run()

@@ -8,7 +8,7 @@ import dagster as dg
 
 from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, command_errors, run_job
 from reverify_assets.defs.handles import MergedShardsHandle, content_version
-from reverify_assets.defs.instance import ensure_dagster_home
+from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.metadata import aggregate_metadata
 from reverify_assets.defs.resources import ShardAggregateResource, refuse_other_partition, startup_resource
@@ -69,8 +69,7 @@ def aggregate_in_process(
     """One run of ``reverify_aggregate`` in this process, recorded as the code location's: its id and result.
     ``startup``: what the command prepared for it (the shards' index)."""
     partition = resource.partition_key
-    ensure_dagster_home()
-    with dg.DagsterInstance.get() as instance:
+    with open_dagster_instance() as instance:
         capture_deaf_to_ctrl_c(instance)
         instance.add_dynamic_partitions(MERGED_OUTPUTS.name, [partition])
         with command_errors():

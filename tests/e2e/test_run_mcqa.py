@@ -11,13 +11,17 @@ import orjson
 import pytest
 
 from tests.support.cli import (
+    CLI_LIMIT_S,
     CONFORMANCE,
     CONFORMANCE_INPUTS,
     CONFORMANCE_ROLLOUTS,
+    MCQA_CONFIG,
     read_jsonl,
     row_key,
     row_keys,
+    run_args,
     run_mcqa,
+    start_piped,
     write_jsonl,
 )
 
@@ -181,3 +185,19 @@ def test_flag_and_config_errors(tmp_path: Path, args: list[str], code: int, mess
     result = run_mcqa(tmp_path / "rs.jsonl", *args, home=tmp_path / "h")
     assert result.returncode == code, result.stderr
     assert message in result.stderr
+
+
+@pytest.mark.slow
+def test_runs_started_together_on_a_new_dagster_home_both_finish(tmp_path: Path) -> None:
+    """The first opening of a home creates Dagster's storage: two runs doing it at once used to collide on its
+    tables (``table secondary_indexes already exists``)."""
+    home = tmp_path / "new_home"
+    outputs = [tmp_path / f"o{index}.jsonl" for index in range(3)]
+    runs = [
+        start_piped(*run_args(MCQA_CONFIG, CONFORMANCE_INPUTS, CONFORMANCE_ROLLOUTS, output), home=home)
+        for output in outputs
+    ]
+    for process in runs:
+        _, stderr = process.communicate(timeout=CLI_LIMIT_S)
+        assert process.returncode == 0, stderr
+    assert all(len(read_jsonl(output)) == 180 for output in outputs)
