@@ -67,6 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_judge_cache_flag(run)
     run.add_argument(
+        "--max-judge-calls", type=int, help="stop sending rows once the judges made this many calls (--resume goes on)"
+    )
+    run.add_argument(
+        "--max-cost",
+        type=float,
+        help="stop sending rows once the judge calls cost this much (at the config's judge_prices)",
+    )
+    run.add_argument(
         "--dry-run",
         action="store_true",
         help="say what the run would verify and skip, its judge calls, tokens and cost; write nothing, start nothing",

@@ -14,6 +14,7 @@ from contextlib import ExitStack
 
 from pydantic import ValidationError
 
+from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, judge_prices
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import ReverifyError, UsageError, WriteError
 from reverify_assets.lib.file_names import RunFiles, unsafe_path
@@ -45,6 +46,8 @@ RUN_FLAGS = (
     "limit",
     "max_attempts",
     "allow_mixed_configs",
+    "max_judge_calls",
+    "max_cost",
 )
 TWO_SOURCES_WARNING = (
     "WARNING: --judge-failed-only merges two sources: the successes in {rollouts} keep the rewards the original "
@@ -94,6 +97,11 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     if setup.config.get("force") is True:  # NeMo Gym's own spelling of the flag: ++force=true
         options.force = True
     check_before_start(options)
+    if options.max_cost is not None and judge_prices(setup.config) is None:
+        raise UsageError(
+            f"--max-cost needs the judge's prices: a top-level `{JUDGE_PRICES_KEY}:` block in the config "
+            "(input_per_million_tokens, and output_per_million_tokens)"
+        )
     max_attempts_from(options.max_attempts)  # a bad NEMO_GYM_MAX_ROLLOUT_ATTEMPTS is a config error, said now
     if args.dry_run:
         from reverify_assets.cli.dry_run import dry_run

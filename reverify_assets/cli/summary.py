@@ -32,6 +32,7 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
         print(f"Rollouts missing from the score: {verified.get('failures', 0)} ({by_class}); see {run.failures.path}")
         print_failure_causes(failures, verified.get("first failure messages") or {})
     print_judge_calls(verified)
+    print_early_stop(verified)
     if (mean := output.get("mean reward")) is not None:
         print(f"Mean reward: {mean:.4f}")
     if disable_aggregation:
@@ -53,11 +54,24 @@ def print_judge_calls(verified: dict[str, Any]) -> None:
     calls, hits = verified.get("judge calls", 0), verified.get("judge cache hits", 0)
     if not (calls or hits):
         return
+    tokens = (
+        f" ({verified.get('judge input tokens', 0):,} input, {verified.get('judge output tokens', 0):,} output tokens)"
+    )
+    made = f"{calls} made{tokens if calls else ''}"
     where = judge_cache_path()
     if where is None:
-        print(f"Judge calls: {calls} made (the judge-call cache is off)")
+        print(f"Judge calls: {made} (the judge-call cache is off)")
     else:
-        print(f"Judge calls: {calls} made, {hits} answered by the judge-call cache ({where})")
+        print(f"Judge calls: {made}, {hits} answered by the judge-call cache ({where})")
+
+
+def print_early_stop(verified: dict[str, Any]) -> None:
+    if (why := verified.get("stopped by")) is None:
+        return
+    print(
+        f"Stopped early: {why}; {verified.get('rows left unsent', 0)} rows were not sent. Run the same command with "
+        "--resume (and a larger budget) to score them."
+    )
 
 
 def print_failure_causes(by_class: dict[str, int], first_messages: dict[str, str]) -> None:

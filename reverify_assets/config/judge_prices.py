@@ -29,8 +29,12 @@ class JudgePrices(BaseModel):
     output_tokens_per_call: int = Field(default=0, ge=0)
 
     def cost(self, prompt_tokens: int, calls: int) -> float:
-        output_tokens = calls * self.output_tokens_per_call
-        return (prompt_tokens * self.input_per_million_tokens + output_tokens * self.output_per_million_tokens) / 1e6
+        """Before a run: its prompts, and ``output_tokens_per_call`` for each call's answer."""
+        return self.usage_cost(prompt_tokens, calls * self.output_tokens_per_call)
+
+    def usage_cost(self, input_tokens: int, output_tokens: int) -> float:
+        """During a run: the tokens its calls took."""
+        return (input_tokens * self.input_per_million_tokens + output_tokens * self.output_per_million_tokens) / 1e6
 
 
 def judge_prices(config: Mapping[str, Any]) -> JudgePrices | None:

@@ -54,6 +54,9 @@ def verification_metadata(
         "rows/s": round(stats.rows_per_second, 1),
     }
     metadata.update(judge_call_metadata(stats))
+    if stats.stopped_by is not None:
+        metadata["stopped by"] = stats.stopped_by
+        metadata["rows left unsent"] = stats.rows_left
     mean = whole.mean_reward if whole else stats.mean_reward
     if mean is not None:
         metadata["mean reward"] = figure(mean)
@@ -70,7 +73,12 @@ def judge_call_metadata(stats: VerifyStats) -> dict[str, Any]:
     """The judge's verdicts on this run's rows, asked for and taken from the judge-call cache (none: no judge)."""
     if not (stats.judge_calls or stats.judge_cache_hits):
         return {}
-    return {"judge calls": stats.judge_calls, "judge cache hits": stats.judge_cache_hits}
+    return {
+        "judge calls": stats.judge_calls,
+        "judge cache hits": stats.judge_cache_hits,
+        "judge input tokens": stats.judge_input_tokens,
+        "judge output tokens": stats.judge_output_tokens,
+    }
 
 
 def stored_flips_metadata(flips: StoredRewardFlips) -> dict[str, Any]:

@@ -86,6 +86,8 @@ class RescoringResource(VerifierConfigResource):
     concurrency: int = DEFAULT_CONCURRENCY
     max_attempts: int | None = Field(default=None, description="else $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3")
     allow_mixed_configs: bool = Field(default=False, description="resume an output another verifier config began")
+    max_judge_calls: int | None = Field(default=None, description="stop sending rows at this many judge calls")
+    max_cost: float | None = Field(default=None, description="stop sending rows at this judge cost (judge_prices)")
 
     @classmethod
     def for_run(cls, options: RunOptions) -> RescoringResource:
@@ -117,6 +119,8 @@ class RescoringResource(VerifierConfigResource):
             # Recovered rows were judged by this verifier once already, and failed: NeMo Gym skips the guard.
             skip_guard=self.judge_failed_only,
             concurrency=self.concurrency,
+            max_judge_calls=self.max_judge_calls,
+            max_cost=self.max_cost,
         )
 
 

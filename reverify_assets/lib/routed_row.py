@@ -20,6 +20,7 @@ from reverify_assets.lib.result_routing import (
     verify_failure_row,
 )
 from reverify_assets.lib.row_reward import is_masked, numeric_reward
+from reverify_assets.lib.token_estimate import token_counter
 
 
 # Not frozen: one is made for every row, and a frozen dataclass's __init__ costs about three times as much.
@@ -32,6 +33,9 @@ class RoutedRow:
     masked: bool
     judge_calls: int = 0  # the verdicts of an output row a judge was asked for
     judge_cache_hits: int = 0  # and those the judge-call cache answered
+    # The tokens of those calls, as the judge reported them (else the prompt estimated, see `_tokens_of`).
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
 
 
 # A judge's verdicts on an output row (``judge_evaluations``, as NeMo Gym's judges write them); one taken from the
@@ -40,6 +44,9 @@ class RoutedRow:
 JUDGE_EVALUATIONS_FIELD = "judge_evaluations"
 CACHED_EVALUATION_FIELD = "cached"
 CACHE_HIT_METADATA = "reverify_judge_cache"
+USAGE_FIELD = "usage"  # the built-in judge's record of a call's chat completion usage
+# What ``/reverify_batch`` says of a row's judge calls, named as the fields of RoutedRow.
+JUDGE_SPEND_FIELDS = ("judge_calls", "judge_cache_hits", "judge_input_tokens", "judge_output_tokens")
 
 
 def route_result(
@@ -65,8 +72,14 @@ def routed(row: dict[str, Any]) -> RoutedRow:
     )
     evaluations = row.get(JUDGE_EVALUATIONS_FIELD) if destination is Destination.OUTPUT else None
     if isinstance(evaluations, list) and evaluations:
-        hits = sum(1 for entry in evaluations if _answered_by_cache(entry))
-        made.judge_calls, made.judge_cache_hits = len(evaluations) - hits, hits
+        for entry in evaluations:
+            if _answered_by_cache(entry):
+                made.judge_cache_hits += 1
+                continue
+            made.judge_calls += 1
+            input_tokens, output_tokens = _tokens_of(entry)
+            made.judge_input_tokens += input_tokens
+            made.judge_output_tokens += output_tokens
     return made
 
 
@@ -78,3 +91,39 @@ def _answered_by_cache(evaluation: Any) -> bool:
     response = evaluation.get("response")
     metadata = response.get("metadata") if isinstance(response, dict) else None
     return isinstance(metadata, dict) and metadata.get(CACHE_HIT_METADATA) == "hit"
+
+
+def _tokens_of(evaluation: Any) -> tuple[int, int]:
+    """A call's (input, output) tokens: as the built-in judge recorded the chat completion's usage, or as a NeMo
+    Gym judge's stored Responses reply gives it; else its prompt estimated (``lib.token_estimate``), no output."""
+    if not isinstance(evaluation, dict):
+        return 0, 0
+    usage = evaluation.get(USAGE_FIELD)
+    if isinstance(usage, dict) and _counts(usage, "prompt_tokens", "completion_tokens"):
+        return usage["prompt_tokens"], usage["completion_tokens"]
+    response = evaluation.get("response")
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if isinstance(usage, dict) and _counts(usage, "input_tokens", "output_tokens"):
+        return usage["input_tokens"], usage["output_tokens"]
+    request = evaluation.get("responses_create_params")
+    texts = _request_texts(request) if isinstance(request, dict) else []
+    return sum(token_counter().count(text) for text in texts), 0
+
+
+def _counts(usage: dict[str, Any], *names: str) -> bool:
+    return all(isinstance(usage.get(name), int) and not isinstance(usage.get(name), bool) for name in names)
+
+
+def _request_texts(request: dict[str, Any]) -> list[str]:
+    """The message texts of a chat completion (``messages``) or Responses API (``input``) request."""
+    items = request.get("messages") or request.get("input")
+    if isinstance(items, str):
+        return [items]
+    texts = []
+    for item in items if isinstance(items, list) else []:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)]
+    return texts

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import cache
 
 CHARS_PER_TOKEN = 4
 TIKTOKEN_ENCODING = "o200k_base"
@@ -40,3 +41,9 @@ def _tiktoken_encoder() -> Callable[[str], list[int]] | None:
     except Exception:  # its encoding file could not be had (offline): the estimate instead
         return None
     return lambda text: encoding.encode(text, disallowed_special=())
+
+
+@cache
+def token_counter() -> TokenCounter:
+    """The process's one counter: tiktoken's encoding is loaded once."""
+    return TokenCounter()

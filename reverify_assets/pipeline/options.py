@@ -28,6 +28,8 @@ class RunOptions(BaseModel):
     concurrency: int = DEFAULT_CONCURRENCY
     max_attempts: int | None = None
     allow_mixed_configs: bool = False
+    max_judge_calls: int | None = None
+    max_cost: float | None = None
 
     def check_flags(self) -> None:
         if self.append and not self.judge_failed_only:
@@ -43,5 +45,9 @@ class RunOptions(BaseModel):
             raise UsageError(f"--concurrency must be at least 1, got {self.concurrency}")
         if self.max_attempts is not None and self.max_attempts < 1:
             raise UsageError(f"--max-attempts must be at least 1, got {self.max_attempts}")
+        if self.max_judge_calls is not None and self.max_judge_calls < 1:
+            raise UsageError(f"--max-judge-calls must be at least 1, got {self.max_judge_calls}")
+        if self.max_cost is not None and not self.max_cost > 0:
+            raise UsageError(f"--max-cost must be more than 0, got {self.max_cost:g}")
         if self.output.suffix != ".jsonl":
             raise UsageError(f"--output must name a .jsonl file, got {self.output}")

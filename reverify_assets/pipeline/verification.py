@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import aiohttp
 import polars as pl
 
+from reverify_assets.config.judge_prices import judge_prices
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import interrupts
@@ -24,6 +25,7 @@ from reverify_assets.lib.result_routing import provenance
 from reverify_assets.lib.resume_cache import resume_summary
 from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.lib.verifier_wire import RetryPolicy
+from reverify_assets.pipeline.judge_budget import JudgeBudget
 from reverify_assets.pipeline.output_files import OutputPolicy, check_step_sources, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
@@ -50,6 +52,13 @@ class VerifyStep:
     skip_guard: bool = False  # judge recovery: the rows were already judged once by this verifier
     concurrency: int = 64
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_judge_calls: int | None = None
+    max_cost: float | None = None
+
+    def budget(self, config: Mapping[str, Any]) -> JudgeBudget | None:
+        if self.max_judge_calls is None and self.max_cost is None:
+            return None
+        return JudgeBudget(self.max_judge_calls, self.max_cost, judge_prices(config))
 
 
 @dataclass(frozen=True)
@@ -172,6 +181,7 @@ async def _verify(
             batch_rows=batch_sizes(limits, step.concurrency),
             stored_rows={name: stored > 0 for name, stored in zip(names, stored_limits, strict=True)},
             on_progress=on_progress,
+            budget=step.budget(setup.config),
         )
         # Still holding the output's lock. --append may target the user's own rollouts file: never rewrite
         # that. A fresh file whose rows all settled in key order is sorted already.

@@ -26,6 +26,7 @@ from reverify_assets.lib.keys import RolloutKey, describe_key
 from reverify_assets.lib.result_routing import Destination, failure_message
 from reverify_assets.lib.routed_row import RoutedRow, route_result, route_verify_failure
 from reverify_assets.lib.unreachable_watch import UnreachableWatch
+from reverify_assets.pipeline.judge_budget import JudgeBudget, JudgeSpent
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.verifier.client import StoredRowOutcome, VerifierClient, VerifyOutcome
 
@@ -46,6 +47,11 @@ class VerifyStats:
     reward_sum: float = 0.0
     judge_calls: int = 0  # verdicts the judge was asked for, on the rows written to the output
     judge_cache_hits: int = 0  # verdicts the judge-call cache gave instead
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
+    # Why the run stopped sending rows before its plan's end (a judge budget reached), and how many it left.
+    stopped_by: str | None = None
+    rows_left: int = 0
     # Each row written to the output against the reward its rollout stored: counted here, where both are at hand.
     stored_flips: StoredRewardFlips = field(default_factory=StoredRewardFlips)
     started_at: float = field(default_factory=time.monotonic)
@@ -162,10 +168,12 @@ async def verify_plan(
     stored_rows: Mapping[str, bool] | None = None,
     on_progress: Callable[[VerifyStats], None] | None = None,
     progress_every_s: float = 5.0,
+    budget: JudgeBudget | None = None,
 ) -> VerifyStats:
     """``stored_rows``: the servers whose ``/reverify_batch`` takes the stored lines as they are (none by default);
     the others get one ``/verify`` per row, and ``concurrency`` rows in flight is then ``concurrency`` requests.
     ``batch_rows``: rows per ``/reverify_batch`` request by server (see :func:`batch_sizes`; 1 by default).
+    ``budget``: what the judges may spend (``judge_budget``); the rows it leaves unsent are in ``rows_left``.
     """
     stats = VerifyStats(planned=plan.height)
     sends_stored = {server: bool((stored_rows or {}).get(server)) for server in clients}
@@ -175,6 +183,7 @@ async def verify_plan(
     room = asyncio.Semaphore(2 * concurrency)
     settled_rows: asyncio.Queue[_Settled | BaseException | None] = asyncio.Queue()
     running: set[asyncio.Task[list[_Settled]]] = set()
+    dispatched = 0  # rows taken from the plan to be sent
 
     def hand_over(task: asyncio.Task[list[_Settled]]) -> None:
         running.discard(task)
@@ -196,6 +205,7 @@ async def verify_plan(
         task.add_done_callback(hand_over)
 
     async def dispatch() -> None:
+        nonlocal dispatched
         filling: dict[str, list[Any]] = {server: [] for server in clients}
         try:
             for task, rollout, input_offset, input_line, rollout_offset, rollout_line, server in plan.select(
@@ -216,7 +226,13 @@ async def verify_plan(
                             send(waiting_server, batch)
                             filling[waiting_server] = []
                 await room.acquire()
+                # Asked once there is room: what the rows settled meanwhile spent counts.
+                if budget is not None and (why := budget.exhausted(_spent(stats, dispatched))) is not None:
+                    room.release()
+                    stats.stopped_by = why
+                    break
                 filling[server].append(planned)
+                dispatched += 1
                 if len(filling[server]) >= sizes[server]:
                     send(server, filling[server])
                     filling[server] = []
@@ -250,7 +266,7 @@ async def verify_plan(
 
         try:
             dispatched_all = False
-            while not dispatched_all or stats.verified < plan.height:
+            while not dispatched_all or stats.verified < dispatched:
                 item = await settled_rows.get()
                 if item is None:
                     dispatched_all = True
@@ -286,7 +302,13 @@ async def verify_plan(
                 task.cancel()
             await asyncio.gather(producer, *running, return_exceptions=True)
             keep_queued()  # a request that had finished, its rows handed over only now
+    stats.rows_left = plan.height - dispatched
     return stats
+
+
+def _spent(stats: VerifyStats, dispatched: int) -> JudgeSpent:
+    tokens = (stats.judge_input_tokens, stats.judge_output_tokens)
+    return JudgeSpent(stats.judge_calls, *tokens, rows=stats.to_output, in_flight=dispatched - stats.verified)
 
 
 def _count(stats: VerifyStats, settled: _Settled, unreachable: UnreachableWatch) -> None:
@@ -299,6 +321,8 @@ def _count(stats: VerifyStats, settled: _Settled, unreachable: UnreachableWatch)
         stats.reward_sum += routed.reward or 0.0
         stats.judge_calls += routed.judge_calls
         stats.judge_cache_hits += routed.judge_cache_hits
+        stats.judge_input_tokens += routed.judge_input_tokens
+        stats.judge_output_tokens += routed.judge_output_tokens
         stats.stored_flips.add(settled.stored_reward, routed.reward, masked=routed.masked or settled.stored_masked)
         if unreachable.watching(settled.server):
             unreachable.settled(settled.server, None, None)

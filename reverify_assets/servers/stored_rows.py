@@ -13,10 +13,11 @@ CLI would (``build_verify_payload``), grades it, stamps the result and answers t
   row>], ...]}`` (at most N rows) and answers NDJSON: first ``{"results": [...]}``, one result per row in
   order, then the line to store of each result whose ``destination`` is ``output`` or ``sidecar``, in the
   same order. A result is ``{"status": 200, "destination", "reward", "masked", "failure_class",
-  "stored_reward", "stored_masked"}``, with ``"judge_calls"`` and ``"judge_cache_hits"`` when a judge gave the
-  row verdicts (see ``lib.routed_row``); ``{"status": 409, "detail"}`` when the two rows do not make a verify
-  request for that key (the file changed after it was indexed, or a row names a key field twice); else what
-  ``/verify`` would have answered, ``{"status": 422 | 500, "detail"}``.
+  "stored_reward", "stored_masked"}``, with ``"judge_calls"``, ``"judge_cache_hits"``,
+  ``"judge_input_tokens"`` and ``"judge_output_tokens"`` when a judge gave the row verdicts (see
+  ``lib.routed_row``); ``{"status": 409, "detail"}`` when the two rows do not make a verify request for that
+  key (the file changed after it was indexed, or a row names a key field twice); else what ``/verify`` would
+  have answered, ``{"status": 422 | 500, "detail"}``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from aiohttp import web
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
 from reverify_assets.lib.payload import build_verify_payload
-from reverify_assets.lib.routed_row import route_result
+from reverify_assets.lib.routed_row import JUDGE_SPEND_FIELDS, route_result
 from reverify_assets.lib.row_reward import is_masked, numeric_reward
 from reverify_assets.lib.verifier_wire import STALE_PAIR
 from reverify_assets.servers.protocol import (
@@ -91,7 +92,7 @@ async def reverify_stored(
         "stored_masked": is_masked(rollout_row),
     }
     if routed.judge_calls or routed.judge_cache_hits:
-        summary["judge_calls"], summary["judge_cache_hits"] = routed.judge_calls, routed.judge_cache_hits
+        summary |= {name: getattr(routed, name) for name in JUDGE_SPEND_FIELDS}
     return summary, routed.line
 
 

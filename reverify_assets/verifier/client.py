@@ -15,7 +15,7 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import process_secrets
 from reverify_assets.lib.adaptive_limit import AdaptiveLimit, Slot
 from reverify_assets.lib.result_routing import Destination
-from reverify_assets.lib.routed_row import RoutedRow
+from reverify_assets.lib.routed_row import JUDGE_SPEND_FIELDS, RoutedRow
 from reverify_assets.lib.row_reward import reward_number
 from reverify_assets.lib.verifier_wire import (
     STALE_PAIR,
@@ -281,8 +281,7 @@ def _stored_row_outcome(result: dict[str, Any], lines: Iterator[bytes]) -> Store
         failure_class if isinstance(failure_class, str) else None,
         reward_number(result.get("reward")),
         result.get("masked") is True,
-        _count(result.get("judge_calls")),
-        _count(result.get("judge_cache_hits")),
+        *(_count(result.get(name)) for name in JUDGE_SPEND_FIELDS),
     )
     return StoredRowOutcome(routed, reward_number(result.get("stored_reward")), result.get("stored_masked") is True)
 

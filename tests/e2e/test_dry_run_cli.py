@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.cli import MCQA_CONFIG, run_reverify
-from tests.support.judge_serve import LocalJudge, judge_serve
-from tests.support.qa_judge import AGENT, KEY, KEY_ENV, ROWS, Transcript, judge_config, qa_dataset, reverify
+from tests.support.judge_serve import LocalJudge
+from tests.support.qa_judge import AGENT, ROWS, Transcript, judge_config, qa_dataset, reverify
 
 pytestmark = pytest.mark.slow
 ESTIMATE = "estimated: 1 token per 4 characters (tiktoken is not installed here)"
-
-
-@pytest.fixture(scope="module")
-def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalJudge]:
-    with judge_serve(tmp_path_factory.mktemp("judge_serve")) as judge:
-        yield judge
-
-
-@pytest.fixture(autouse=True)
-def judge_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def prompt_tokens(rows: list[dict[str, Any]]) -> int:

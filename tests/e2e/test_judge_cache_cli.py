@@ -7,7 +7,6 @@ it back on, in the Dagster home of its own runs, where a user's cache is.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,22 +14,23 @@ import pytest
 from reverify_assets.lib.judge_cache import CACHE_FILE_NAME, JUDGE_CACHE_ENV
 from tests.support.cli import CLI_LIMIT_S, run_args, start_piped
 from tests.support.instance import latest_materialization, open_instance
-from tests.support.judge_serve import LocalJudge, judge_serve
-from tests.support.qa_judge import KEY, KEY_ENV, ROWS, Run, Transcript, judge_config, qa_dataset, reverify
+from tests.support.judge_serve import LocalJudge
+from tests.support.qa_judge import (
+    ROWS,
+    Run,
+    Transcript,
+    judge_calls_line,
+    judge_config,
+    qa_dataset,
+    reverify,
+)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalJudge]:
-    with judge_serve(tmp_path_factory.mktemp("judge_serve")) as judge:
-        yield judge
 
 
 @pytest.fixture(autouse=True)
 def cache_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(JUDGE_CACHE_ENV)
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def rewards(run: Run) -> dict[tuple[int, int], float]:
@@ -43,7 +43,10 @@ def test_a_second_run_of_an_unchanged_config_makes_no_judge_call(tmp_path: Path,
     assert first.result.returncode == 0, first.result.stderr
     assert judge.stats()["answered"] == ROWS
     cache = tmp_path / "dagster_home" / CACHE_FILE_NAME
-    assert f"Judge calls: {ROWS} made, 0 answered by the judge-call cache ({cache})" in first.result.stdout
+    said = judge_calls_line(first.result.stdout)
+    assert (said.calls, said.hits, said.cache) == (ROWS, 0, cache)
+    assert said.input_tokens == sum(e["usage"]["prompt_tokens"] for row in first.rows for e in row["judge_evaluations"])
+    assert said.output_tokens > 0
 
     judge.control(fail_status=503, fail_share=1.0)  # a call now would fail: the rows must not need one
     second = reverify(tmp_path, judge, Transcript(), "--overwrite")
@@ -51,7 +54,7 @@ def test_a_second_run_of_an_unchanged_config_makes_no_judge_call(tmp_path: Path,
     assert judge.stats()["requests"] == 0
     assert rewards(second) == rewards(first) and len(second.rows) == ROWS and second.failures == []
     assert all(all(e["cached"] is True for e in row["judge_evaluations"]) for row in second.rows)
-    assert f"Judge calls: 0 made, {ROWS} answered by the judge-call cache ({cache})" in second.result.stdout
+    assert f"Judge calls: 0 made, {ROWS} answered by the judge-call cache ({cache})\n" in second.result.stdout
     metadata, _ = latest_materialization(open_instance(tmp_path / "dagster_home"), "reverified_rows")
     assert (metadata["judge calls"], metadata["judge cache hits"]) == (0, ROWS)
 
@@ -60,7 +63,8 @@ def test_a_second_run_of_an_unchanged_config_makes_no_judge_call(tmp_path: Path,
     assert uncached.result.returncode == 0, uncached.result.stderr
     assert judge.stats()["answered"] == ROWS
     assert rewards(uncached) == rewards(first)
-    assert f"Judge calls: {ROWS} made (the judge-call cache is off)" in uncached.result.stdout
+    said = judge_calls_line(uncached.result.stdout)
+    assert (said.calls, said.hits, said.cache) == (ROWS, None, None)
 
 
 def test_a_resume_asks_the_judge_only_for_rows_it_never_answered(tmp_path: Path, judge: LocalJudge) -> None:
@@ -75,7 +79,10 @@ def test_a_resume_asks_the_judge_only_for_rows_it_never_answered(tmp_path: Path,
     again = reverify(tmp_path, judge, Transcript(), "--overwrite")
     assert again.result.returncode == 0, again.result.stderr
     assert judge.stats()["answered"] == failed
-    assert f"Judge calls: {failed} made, {ROWS - failed} answered" in again.result.stdout
+    assert (judge_calls_line(again.result.stdout).calls, judge_calls_line(again.result.stdout).hits) == (
+        failed,
+        ROWS - failed,
+    )
 
 
 def test_a_changed_judge_prompt_is_asked_again(tmp_path: Path, judge: LocalJudge) -> None:
@@ -87,7 +94,7 @@ def test_a_changed_judge_prompt_is_asked_again(tmp_path: Path, judge: LocalJudge
     changed = reverify(tmp_path, judge, Transcript(), "--overwrite", config=config)
     assert changed.result.returncode == 0, changed.result.stderr
     assert judge.stats()["answered"] == ROWS
-    assert f"Judge calls: {ROWS} made, 0 answered" in changed.result.stdout
+    assert (judge_calls_line(changed.result.stdout).calls, judge_calls_line(changed.result.stdout).hits) == (ROWS, 0)
 
 
 def test_runs_at_the_same_time_share_the_cache(tmp_path: Path, judge: LocalJudge) -> None:
@@ -100,7 +107,7 @@ def test_runs_at_the_same_time_share_the_cache(tmp_path: Path, judge: LocalJudge
     for process in runs:
         stdout, stderr = process.communicate(timeout=CLI_LIMIT_S)
         assert process.returncode == 0, stderr
-        assert "Judge calls:" in stdout
+        assert judge_calls_line(stdout).hits is not None
     done = [Run(subprocess.CompletedProcess([], 0), output) for output in outputs]
     assert rewards(done[0]) == rewards(done[1]) and len(done[0].rows) == 10 * ROWS
     assert judge.stats()["answered"] <= 2 * 10 * ROWS

@@ -20,6 +20,7 @@ from reverify_assets.lib.judge_cache import CACHE_FILE_NAME, JUDGE_CACHE_ENV
 from tests.support.cli import REVERIFY, read_jsonl, write_jsonl
 from tests.support.judge_serve import LocalJudge, judge_serve
 from tests.support.nemo_gym import gym_env, nemo_gym_python, processes_in, processes_running
+from tests.support.qa_judge import judge_calls_line
 
 pytestmark = pytest.mark.slow
 CLI_LIMIT_S = 600  # the first run builds the judge server's venv (datasets==4.0.0)
@@ -151,7 +152,10 @@ def test_the_judge_call_cache_answers_a_second_run_through_its_proxy(
     assert first.returncode == 0, first.stderr
     assert judge.stats()["answered"] == len(REWARDS)
     cache = tmp_path / "home" / CACHE_FILE_NAME
-    assert f"Judge calls: {len(REWARDS)} made, 0 answered by the judge-call cache ({cache})" in first.stdout
+    said = judge_calls_line(first.stdout)
+    assert (said.calls, said.hits, said.cache) == (len(REWARDS), 0, cache)
+    rows = read_jsonl(tmp_path / "out" / "unsafe_o.jsonl")
+    assert said.input_tokens == sum(row["judge_evaluations"][0]["response"]["usage"]["input_tokens"] for row in rows)
 
     judge.control(fail_share=1.0, fail_status=503)  # a call now would fail: the rows must not need one
     second = run(tmp_path, root, judge, *dataset, tmp_path / "out" / "o.jsonl", "--force", "--overwrite")

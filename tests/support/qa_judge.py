@@ -3,6 +3,7 @@ config and the real CLI run on it, for the end-to-end tests of the judge."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,3 +145,32 @@ def keys(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 def expected_rewards() -> dict[tuple[int, int], float]:
     return {(task, r): rewards[r] for task, (*_, rewards) in enumerate(QA) for r in range(ROLLOUTS_PER_TASK)}
+
+
+JUDGE_CALLS_LINE = re.compile(
+    r"^Judge calls: (?P<calls>\d+) made(?: \((?P<input>[\d,]+) input, (?P<output>[\d,]+) output tokens\))?"
+    r"(?:, (?P<hits>\d+) answered by the judge-call cache \((?P<cache>[^)]+)\)| \(the judge-call cache is off\))$",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class JudgeCallsLine:
+    calls: int
+    hits: int | None  # None: the cache was off
+    input_tokens: int
+    output_tokens: int
+    cache: Path | None
+
+
+def judge_calls_line(stdout: str) -> JudgeCallsLine:
+    """The summary's ``Judge calls:`` line, read back; fails the test when it is missing or malformed."""
+    found = JUDGE_CALLS_LINE.search(stdout)
+    assert found is not None, stdout
+
+    def number(name: str) -> int:
+        return int((found.group(name) or "0").replace(",", ""))
+
+    hits = None if found.group("hits") is None else number("hits")
+    cache = None if found.group("cache") is None else Path(found.group("cache"))
+    return JudgeCallsLine(number("calls"), hits, number("input"), number("output"), cache)

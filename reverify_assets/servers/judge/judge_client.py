@@ -45,6 +45,7 @@ class JudgeReply:
     text: str | None  # None: the completion carried no text at all
     finish_reason: str | None
     cached: bool = False  # answered by the judge-call cache, without a call
+    usage: dict[str, int] | None = None  # the tokens the judge says it billed: prompt_tokens, completion_tokens
 
     @property
     def truncated(self) -> bool:
@@ -102,7 +103,20 @@ def _cached_reply(stored: bytes | None) -> JudgeReply | None:
         return None
     if not (text is None or isinstance(text, str)) or not (finish_reason is None or isinstance(finish_reason, str)):
         return None
-    return JudgeReply(text, finish_reason, cached=True)
+    return JudgeReply(text, finish_reason, cached=True, usage=_usage(kept.get("usage")))
+
+
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens")
+
+
+def _usage(usage: Any) -> dict[str, int] | None:
+    """A chat completion's token counts, when it gives both as numbers."""
+    if not isinstance(usage, Mapping):
+        return None
+    counts = {name: usage.get(name) for name in USAGE_FIELDS}
+    if not all(isinstance(count, int) and not isinstance(count, bool) and count >= 0 for count in counts.values()):
+        return None
+    return counts  # type: ignore[return-value]
 
 
 def parse_chat_completion(payload: bytes) -> JudgeReply:
@@ -118,7 +132,11 @@ def parse_chat_completion(payload: bytes) -> JudgeReply:
     if not isinstance(message, Mapping):
         raise ValueError(f"the judge's HTTP 200 reply has no `choices[0].message`: {_snippet(payload)}")
     finish_reason = choices[0].get("finish_reason")
-    return JudgeReply(_message_text(message.get("content")), finish_reason if isinstance(finish_reason, str) else None)
+    return JudgeReply(
+        _message_text(message.get("content")),
+        finish_reason if isinstance(finish_reason, str) else None,
+        usage=_usage(body.get("usage")),
+    )
 
 
 class JudgeClient:
@@ -162,7 +180,7 @@ class JudgeClient:
         if (kept := _cached_reply(cache.get(key))) is not None:
             return kept
         reply = await self._call(orjson.dumps(request))
-        cache.put(key, orjson.dumps({"text": reply.text, "finish_reason": reply.finish_reason}))
+        cache.put(key, orjson.dumps({"text": reply.text, "finish_reason": reply.finish_reason, "usage": reply.usage}))
         return reply
 
     async def _call(self, body: bytes) -> JudgeReply:
@@ -215,4 +233,5 @@ class JudgeClient:
             reply_text = parse_chat_completion(payload)
         except ValueError as exc:
             raise JudgeCallFailed(self.redact(str(exc))) from None
-        return JudgeReply(None if reply_text.text is None else self.redact(reply_text.text), reply_text.finish_reason)
+        text = None if reply_text.text is None else self.redact(reply_text.text)
+        return JudgeReply(text, reply_text.finish_reason, usage=reply_text.usage)

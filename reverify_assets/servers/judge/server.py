@@ -14,7 +14,7 @@ import aiohttp
 from reverify_assets.lib import process_secrets
 from reverify_assets.lib.adaptive_limit import AdaptiveLimit
 from reverify_assets.lib.judge_cache import JudgeCallCache, judge_cache_path
-from reverify_assets.lib.routed_row import CACHED_EVALUATION_FIELD
+from reverify_assets.lib.routed_row import CACHED_EVALUATION_FIELD, USAGE_FIELD
 from reverify_assets.servers.judge import metrics as judge_metrics
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed, judge_failed_row
@@ -251,7 +251,9 @@ class EquivalenceJudgeServer(ResourcesServer):
         }
         if verdict.issues:  # as NeMo Gym: absent when the reply read cleanly
             evaluation["judgement_parsing_issues"] = list(verdict.issues)
-        if reply.cached:  # which verdicts cost no call: the run counts them (`lib.routed_row`)
+        if reply.usage is not None:  # what the call cost: a run's --max-cost counts it (`lib.routed_row`)
+            evaluation[USAGE_FIELD] = reply.usage
+        if reply.cached:  # which verdicts cost no call: the run counts them
             evaluation[CACHED_EVALUATION_FIELD] = True
         return verdict.equal, evaluation
 
