@@ -39,6 +39,9 @@ def add_compare_parser(commands: Any) -> None:
     compare.add_argument(
         "--allow-mixed-configs", action="store_true", help="compare a side scored by several verifier configs"
     )
+    compare.add_argument(
+        "--noise", metavar="REPORT", help="a `reverify noise` report: how many changes exceed what noise alone gives"
+    )
     compare.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
     compare.add_argument(
         "--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})"
@@ -50,6 +53,7 @@ def compare_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.compare.bootstrap import BootstrapSettings
     from reverify_assets.compare.comparison import CompareRequest, run_comparison
     from reverify_assets.compare.markdown import render_markdown
+    from reverify_assets.compare.noise_report import read_noise_report, with_noise_floor
     from reverify_assets.lib.jsonl import AtomicWriter, write_json_atomic
 
     if args.resamples < 1:
@@ -60,7 +64,8 @@ def compare_command(args: argparse.Namespace, overrides: list[str]) -> None:
     output = Path(args.output) if args.output else None
     markdown = Path(args.markdown) if args.markdown else None
     flips = Path(args.flips) if args.flips else _default_flips(output)
-    _refuse_to_overwrite_inputs([baseline, candidate], [output, markdown, flips])
+    noise_path = Path(args.noise) if args.noise else None
+    _refuse_to_overwrite_inputs([baseline, candidate, *([noise_path] if noise_path else [])], [output, markdown, flips])
     request = CompareRequest(
         baseline=baseline,
         candidate=candidate,
@@ -70,7 +75,10 @@ def compare_command(args: argparse.Namespace, overrides: list[str]) -> None:
         bootstrap=BootstrapSettings(resamples=args.resamples, seed=args.seed),
         flips=flips,
     )
+    noise = read_noise_report(noise_path) if noise_path else None  # a bad report is said before the work
     report = run_comparison(request)
+    if noise is not None and noise_path is not None:
+        report = with_noise_floor(report, noise, noise_path)
     text = render_markdown(report)
     if output is not None:
         write_json_atomic(output, report.model_dump(mode="json"))

@@ -21,6 +21,9 @@ def add_judge_serve_parser(commands: Any) -> None:
     parser.add_argument("--fail-status", type=int, default=503, help="HTTP status of an injected failure (503)")
     parser.add_argument("--fail-share", type=float, default=0.0, help="share of requests that fail, 0..1 (0)")
     parser.add_argument("--seed", type=int, default=0, help="which requests the failing share hits (0)")
+    parser.add_argument(
+        "--flip-share", type=float, default=0.0, help="chance that a verdict is flipped, drawn per request, 0..1 (0)"
+    )
     parser.add_argument("--latency-ms", type=float, default=0.0, help="wait before every answer (0)")
     parser.add_argument(
         "--rate-limit-rps", type=float, metavar="N", help="answer N requests a second, 429 + Retry-After for the rest"
@@ -46,6 +49,7 @@ def judge_serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
         settings = FailureSettings(
             fail_status=args.fail_status,
             fail_share=args.fail_share,
+            flip_share=args.flip_share,
             seed=args.seed,
             latency_ms=args.latency_ms,
             rate_limit_rps=args.rate_limit_rps,

@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     from reverify_assets.cli.compare_command import add_compare_parser
 
     add_compare_parser(commands)
+    from reverify_assets.cli.noise_command import add_noise_parser
+
+    add_noise_parser(commands)
     return parser
 
 
@@ -176,6 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from reverify_assets.cli.compare_command import compare_command
 
             compare_command(args, overrides)
+        elif args.command == "noise":
+            from reverify_assets.cli.noise_command import noise_command
+
+            noise_command(args, overrides)
         elif args.command == "judge-serve":
             from reverify_assets.cli.judge_serve_command import judge_serve_command
 

@@ -12,7 +12,7 @@ from reverify_assets.compare.figures import DeltaFigures, PairedFigures
 from reverify_assets.compare.key_metrics import KeyMetricsComparison
 from reverify_assets.compare.paired_stats import BinaryFigures, PassFailTable
 from reverify_assets.compare.provenance import ORIGINAL
-from reverify_assets.compare.report import CompareReport, SideSummary
+from reverify_assets.compare.report import CompareReport, NoiseFloor, SideSummary
 
 NONE = "—"
 
@@ -28,7 +28,28 @@ def render_markdown(report: CompareReport) -> str:
         lines += _breakdown(breakdown)
     if report.flips is not None:
         lines += [f"Rows whose reward changed: {report.flips.rows}, in `{report.flips.path}`.", ""]
+    if report.noise is not None:
+        lines += _noise_floor(report.noise)
     return "\n".join(lines)
+
+
+def _noise_floor(noise: NoiseFloor) -> list[str]:
+    excess = noise.excess
+    kappa = "undefined" if noise.fleiss_kappa is None else f"{noise.fleiss_kappa:.3f}"
+    lines = [
+        "## Against the noise floor",
+        "",
+        f"`{noise.path}`: verifier config {noise.verifier_config_hash}, {noise.rows_measured} rows scored "
+        f"{noise.scorings} times, noise flip rate {excess.noise_flip_rate:.2%}, Fleiss' κ {kappa}.",
+        "",
+        f"- {excess.observed_flips} of the {excess.rows} compared rows changed reward; noise alone would change "
+        f"{excess.expected_noise_flips:.1f} (95 % of the time at most {excess.noise_flips_upper_95})",
+        f"- {excess.flips_beyond_noise:.1f} changes beyond the noise; P(noise alone changes {excess.observed_flips} "
+        f"or more) = {excess.p_value:.3g}",
+    ]
+    if not noise.measured_on_a_side:
+        lines.append("- the noise was measured with a config that scored neither side")
+    return [*lines, ""]
 
 
 def render_headline(report: CompareReport, title: str) -> str:

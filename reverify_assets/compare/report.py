@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from reverify_assets.compare.agreement import NoiseExcess
 from reverify_assets.compare.breakdown import Breakdown
 from reverify_assets.compare.coverage import Coverage
 from reverify_assets.compare.figures import PairedFigures
@@ -28,6 +29,20 @@ class FlipsSummary(BaseModel):
     rows: int
 
 
+class NoiseFloor(BaseModel):
+    """The flips between the two sides against those a ``reverify noise`` report says noise alone gives."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    verifier_config_hash: str  # the config the noise was measured with
+    measured_on_a_side: bool  # that config scored rows of the baseline or the candidate
+    scorings: int
+    rows_measured: int
+    fleiss_kappa: float | None
+    excess: NoiseExcess
+
+
 class CompareReport(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -39,3 +54,4 @@ class CompareReport(BaseModel):
     key_metrics: KeyMetricsComparison
     breakdowns: list[Breakdown]  # agent_ref.name first, then each --by field
     flips: FlipsSummary | None  # None: no flips file was asked for
+    noise: NoiseFloor | None = None  # None: no --noise report was given

@@ -26,6 +26,7 @@ import asyncio
 import hashlib
 import hmac
 import math
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ from reverify_assets.judge_model.verdict_rule import MissingMarkers, verdict_rep
 MODEL_NAME = "local-equivalence-judge"
 GARBAGE_DIRECTIVE = "LOCAL-JUDGE:GARBAGE"
 NOT_A_COMPLETION_DIRECTIVE = "LOCAL-JUDGE:NOT-A-COMPLETION"
+EQUAL_VERDICT, NOT_EQUAL_VERDICT = "[[A=B]]", "[[A!=B]]"
 GARBAGE_REPLY = "Hmm, both answers look interesting; I would rather not commit to anything today."
 
 
@@ -51,6 +53,7 @@ class JudgeModelStats:
     answered: int = 0
     failed: int = 0  # injected failures (fail_share, outage)
     throttled: int = 0  # HTTP 429 for going over rate_limit_rps
+    flipped: int = 0  # verdicts turned into their opposite (flip_share)
     unauthorized: int = 0
     bad_requests: int = 0
     bearer_requests: int = 0  # requests that carried a Bearer token (its value is never kept)
@@ -63,6 +66,7 @@ class JudgeModelStats:
             "answered": self.answered,
             "failed": self.failed,
             "throttled": self.throttled,
+            "flipped": self.flipped,
             "unauthorized": self.unauthorized,
             "bad_requests": self.bad_requests,
             "bearer_requests": self.bearer_requests,
@@ -105,6 +109,7 @@ class JudgeModel:
         self._clock = clock
         self._outage_since = clock()
         self._bucket = self._new_bucket()
+        self._flips = random.Random(self.settings.seed)
 
     def _new_bucket(self) -> RequestBucket | None:
         rate = self.settings.rate_limit_rps
@@ -125,6 +130,8 @@ class JudgeModel:
             self._outage_since = self._clock()
         if "rate_limit_rps" in changes:
             self._bucket = self._new_bucket()
+        if "seed" in changes or "flip_share" in changes:
+            self._flips = random.Random(self.settings.seed)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 << 20)
@@ -202,7 +209,10 @@ class JudgeModel:
             except MissingMarkers as exc:
                 self.stats.bad_requests += 1
                 return _error(400, f"local judge model: {exc}", "invalid_request_error")
-            kind = "equal" if reply.endswith("[[A=B]]") else "not_equal"
+            if self.settings.flip_share and self._flips.random() < self.settings.flip_share:
+                reply = _flipped(reply)
+                self.stats.flipped += 1
+            kind = "equal" if reply.endswith(EQUAL_VERDICT) else "not_equal"
         self.stats.verdicts[kind] += 1
         self.stats.answered += 1
         return _json(api.reply(body, content, prompt, reply))
@@ -233,6 +243,12 @@ class JudgeModel:
 
     async def _stats(self, _: web.Request) -> web.Response:
         return _json(self.stats.as_dict())
+
+
+def _flipped(reply: str) -> str:
+    if reply.endswith(EQUAL_VERDICT):
+        return reply.removesuffix(EQUAL_VERDICT) + NOT_EQUAL_VERDICT
+    return reply.removesuffix(NOT_EQUAL_VERDICT) + EQUAL_VERDICT
 
 
 def _model_of(body: Mapping[str, Any]) -> str:

@@ -4,7 +4,10 @@
 * ``fail_share`` (0..1): the share of requests that fail. Which ones is decided by a hash of ``seed`` and the
   request's messages, so within one configuration the same prompt always fails (retries do not help) and
   the same prompts fail on every run.
-* ``seed``: picks *which* requests the share hits.
+* ``seed``: picks *which* requests the share hits, and starts the draws of ``flip_share``.
+* ``flip_share`` (0..1): each verdict is turned into its opposite with this chance, drawn afresh for every
+  request: a nondeterministic judge, whose verdict on the same prompt may differ from one call to the next (the
+  judge's noise that ``reverify noise`` measures).
 * ``latency_ms``: waited before every chat-completion answer.
 * ``rate_limit_rps``: answers at most this many requests a second (a bucket of one second's worth); the rest
   get HTTP 429 with ``Retry-After`` (whole seconds) and OpenAI's ``retry-after-ms``, as a throttling provider does.
@@ -52,6 +55,7 @@ class FailureSettings(BaseModel):
 
     fail_status: int = Field(default=503, ge=400, le=599)
     fail_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    flip_share: float = Field(default=0.0, ge=0.0, le=1.0)
     seed: int = 0
     latency_ms: float = Field(default=0.0, ge=0.0)
     rate_limit_rps: float | None = Field(default=None, gt=0.0)
@@ -66,6 +70,7 @@ class FailureSettings(BaseModel):
         return {
             "fail_status": self.fail_status,
             "fail_share": self.fail_share,
+            "flip_share": self.flip_share,
             "seed": self.seed,
             "latency_ms": self.latency_ms,
             "rate_limit_rps": self.rate_limit_rps,

@@ -37,6 +37,7 @@ class LocalJudge:
         defaults = {
             "fail_status": 503,
             "fail_share": 0.0,
+            "flip_share": 0.0,
             "outage": None,
             "latency_ms": 0,
             "seed": 0,

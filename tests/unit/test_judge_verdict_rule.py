@@ -314,6 +314,7 @@ def test_injected_failures_outage_and_stats() -> None:
         "answered": 1,
         "failed": 2,
         "throttled": 0,
+        "flipped": 0,
         "unauthorized": 0,
         "bad_requests": 0,
         "bearer_requests": 0,
@@ -325,6 +326,23 @@ def test_injected_failures_outage_and_stats() -> None:
         model, post({"reset_stats": True}, "/control"), ("GET", "/stats", None, {})
     )
     assert cleared["requests"] == 0 and settings["fail_share"] == 0.0
+
+
+def verdicts(answers: list[tuple[int, Any]]) -> list[str]:
+    return [body["choices"][0]["message"]["content"].rsplit(" ", 1)[-1] for _, body in answers]
+
+
+def test_a_flip_share_makes_the_verdict_of_one_prompt_vary_from_call_to_call() -> None:
+    same = post(chat(prompt("a", "a")))
+    assert verdicts(exchange(JudgeModel(FailureSettings(flip_share=1.0)), same, same)) == ["[[A!=B]]"] * 2
+    noisy = JudgeModel(FailureSettings(flip_share=0.5, seed=7))
+    answers = verdicts(exchange(noisy, *[same] * 40))
+    assert 5 < answers.count("[[A!=B]]") < 35 and set(answers) == {"[[A=B]]", "[[A!=B]]"}
+    [(_, stats)] = exchange(noisy, ("GET", "/stats", None, {}))
+    assert stats["flipped"] == answers.count("[[A!=B]]") and stats["verdicts"]["not_equal"] == stats["flipped"]
+    # The same seed draws the same flips: a test can rely on it.
+    again = JudgeModel(FailureSettings(flip_share=0.5, seed=7))
+    assert verdicts(exchange(again, *[same] * 40)) == answers
 
 
 def test_a_required_key_is_checked_and_never_echoed() -> None:

@@ -1,0 +1,120 @@
+"""``reverify noise``: a verifier config's noise floor, the same sample scored K times (``pipeline.repeated_scoring``).
+
+The judge-call cache is off for the command: a cached verdict would be the same sample again, not another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reverify_assets.errors import UsageError
+
+if TYPE_CHECKING:
+    from reverify_assets.compare.noise_report import NoiseReport
+
+DEFAULT_SAMPLE = 200
+DEFAULT_REPEATS = 5
+
+
+def add_noise_parser(commands: Any) -> None:
+    noise = commands.add_parser(
+        "noise", help="score a sample of the rollouts K times with one config: its flip rate and Fleiss' κ"
+    )
+    noise.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
+    noise.add_argument("--inputs", required=True, help="rollouts_materialized_inputs.jsonl")
+    noise.add_argument("--rollouts", required=True, help="rollouts.jsonl")
+    noise.add_argument("--output", "-o", required=True, help="the report (.json), for `reverify compare --noise`")
+    noise.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, help=f"rows drawn (default {DEFAULT_SAMPLE})")
+    noise.add_argument(
+        "--repeats", type=int, default=DEFAULT_REPEATS, help=f"scorings of each row (default {DEFAULT_REPEATS})"
+    )
+    noise.add_argument("--seed", type=int, default=0, help="which rows are drawn, and the orders (default 0)")
+    noise.add_argument("--concurrency", type=int, default=64, help="requests in flight at most (default 64)")
+    noise.add_argument("--force", action="store_true", help="score with servers not declared stateless")
+
+
+def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
+    from reverify_assets.compare.agreement import self_agreement
+    from reverify_assets.compare.noise_report import NoiseReport, ScoredRow
+    from reverify_assets.errors import ReverifyError
+    from reverify_assets.lib.jsonl import write_json_atomic
+    from reverify_assets.lib.judge_cache import turn_judge_cache_off
+    from reverify_assets.lib.source_files import check_source_file
+    from reverify_assets.pipeline.preparation import index_inputs, index_rollouts, join_and_route, load_verifier_setup
+    from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
+
+    for flag, least in (("--sample", 1), ("--repeats", 2), ("--concurrency", 1)):
+        if (value := getattr(args, flag.removeprefix("--"))) < least:
+            raise UsageError(f"{flag} must be at least {least}, got {value}")
+    inputs, rollouts, output = Path(args.inputs), Path(args.rollouts), Path(args.output)
+    if output.suffix != ".json":
+        raise UsageError(f"--output must name a .json file, got {output}")
+    for flag, path in (("--inputs", inputs), ("--rollouts", rollouts)):
+        check_source_file(flag, path)
+        if path.resolve() == output.resolve():
+            raise UsageError(f"--output {output} is {flag}: write the report elsewhere")
+    setup = load_verifier_setup([Path(path) for path in args.config], overrides)
+    turn_judge_cache_off()
+    plan = join_and_route(index_inputs(inputs), index_rollouts(rollouts), setup.topology)
+    sample = sample_plan(plan, args.sample, args.seed)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".reverify-noise-", dir=output.parent) as work:
+        scorings = score_repeatedly(
+            setup,
+            inputs,
+            rollouts,
+            sample,
+            repeats=args.repeats,
+            work=Path(work),
+            seed=args.seed,
+            concurrency=args.concurrency,
+            force=args.force,
+        )
+    common = sorted(set.intersection(*(set(scoring.rewards) for scoring in scorings)))
+    if not common:
+        failed = ", ".join(str(scoring.failed) for scoring in scorings)
+        raise ReverifyError(f"no row was scored in all {args.repeats} scorings (failures per scoring: {failed})")
+    ratings = [[scoring.rewards[key] for scoring in scorings] for key in common]
+    agreement = self_agreement(ratings)
+    report = NoiseReport(
+        verifier_config_hash=setup.config_hash,
+        inputs=str(inputs),
+        rollouts=str(rollouts),
+        seed=args.seed,
+        sampled_rows=sample.height,
+        scorings=args.repeats,
+        rows_scored_every_time=len(common),
+        failures_by_scoring=[scoring.failed for scoring in scorings],
+        agreement=agreement,
+        rows=[
+            ScoredRow(task=key[0], rollout=key[1], rewards=rewards)
+            for key, rewards in zip(common, ratings, strict=True)
+        ],
+    )
+    write_json_atomic(output, report.model_dump(mode="json"))
+    print_noise(report, output)
+
+
+def print_noise(report: NoiseReport, output: Path) -> None:
+    agreement = report.agreement
+    left_out = report.sampled_rows - report.rows_scored_every_time
+    print(
+        f"Noise floor of verifier config {report.verifier_config_hash}: {report.rows_scored_every_time} rows scored "
+        f"{report.scorings} times each, by servers started afresh each time (judge-call cache off)"
+    )
+    if left_out:
+        print(f"  {left_out} sampled rows left out: they failed in at least one scoring")
+    share = agreement.unstable_rows / agreement.rows
+    print(f"  unstable rows: {agreement.unstable_rows} ({share:.1%}): their scorings did not all agree")
+    print(f"  noise flip rate: {agreement.noise_flip_rate:.2%} (the chance that two scorings of a row disagree)")
+    if agreement.fleiss_kappa is None:
+        print(f"  Fleiss' κ: undefined ({agreement.kappa_undefined_reason})")
+    else:
+        print(
+            f"  Fleiss' κ: {agreement.fleiss_kappa:.3f} (agreement {agreement.mean_agreement:.3f}, "
+            f"by chance {agreement.chance_agreement:.3f})"
+        )
+    print(f"Report: {output}")

@@ -1,0 +1,74 @@
+"""The same rows scored several times with one config: each time by servers started afresh, in another order.
+
+What ``reverify noise`` measures a judge's self-agreement on. Every scoring is a whole verification of the sample
+(``run_verification``, without Dagster), into files of its own in a work folder: a fresh fleet each time, so no
+server process sees the rows twice, and after the first in a shuffled order, so a server whose answer depends on
+what it saw before (state, a warm cache of its own) shows it. The judge-call cache is the caller's to turn off:
+a cached verdict is no new sample of the judge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from reverify_assets.lib.jsonl import iter_jsonl
+from reverify_assets.lib.key_index import KEY_COLUMNS
+from reverify_assets.lib.keys import RolloutKey, row_key
+from reverify_assets.lib.row_reward import numeric_reward
+from reverify_assets.pipeline.output_files import OutputPolicy
+from reverify_assets.pipeline.preparation import VerifierSetup
+from reverify_assets.pipeline.verification import VerifyStep, run_verification
+
+
+def sample_plan(plan: pl.DataFrame, size: int, seed: int) -> pl.DataFrame:
+    """``size`` rows of the join plan drawn uniformly without replacement (all of them when it has fewer), in key
+    order; the same seed draws the same rows."""
+    if plan.height <= size:
+        return plan.sort(KEY_COLUMNS)
+    return plan.sample(n=size, seed=seed).sort(KEY_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Scoring:
+    rewards: dict[RolloutKey, float]  # the rows it scored (a failed row is in its sidecar, not here)
+    failed: int
+
+
+def score_repeatedly(
+    setup: VerifierSetup,
+    inputs: Path,
+    rollouts: Path,
+    sample: pl.DataFrame,
+    *,
+    repeats: int,
+    work: Path,
+    seed: int,
+    concurrency: int,
+    force: bool,
+) -> list[Scoring]:
+    scorings = []
+    for repeat in range(repeats):
+        order = sample if repeat == 0 else sample.sample(fraction=1.0, shuffle=True, seed=seed + repeat)
+        step = VerifyStep(
+            inputs=inputs,
+            responses=rollouts,
+            output=work / f"scoring_{repeat + 1}.jsonl",
+            policy=OutputPolicy(overwrite=True),
+            force=force,
+            concurrency=concurrency,
+        )
+        result = run_verification(order, setup, step)
+        scorings.append(Scoring(_rewards(result.files.output), result.stats.to_sidecar))
+    return scorings
+
+
+def _rewards(output: Path) -> dict[RolloutKey, float]:
+    rewards = {}
+    for entry in iter_jsonl(output):
+        reward = numeric_reward(entry.row)
+        if reward is not None:
+            rewards[row_key(entry.row, output, entry.line_no)] = reward
+    return rewards
