@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     from reverify_assets.cli.noise_command import add_noise_parser
 
     add_noise_parser(commands)
+    from reverify_assets.cli.probe_command import add_probe_parser
+
+    add_probe_parser(commands)
     return parser
 
 
@@ -179,6 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from reverify_assets.cli.compare_command import compare_command
 
             compare_command(args, overrides)
+        elif args.command == "probe":
+            from reverify_assets.cli.probe_command import probe_command
+
+            probe_command(args, overrides)
         elif args.command == "noise":
             from reverify_assets.cli.noise_command import noise_command
 

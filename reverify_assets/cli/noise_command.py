@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sources, report_path
 from reverify_assets.errors import UsageError
 
 if TYPE_CHECKING:
@@ -23,16 +24,11 @@ def add_noise_parser(commands: Any) -> None:
     noise = commands.add_parser(
         "noise", help="score a sample of the rollouts K times with one config: its flip rate and Fleiss' κ"
     )
-    noise.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
-    noise.add_argument("--inputs", required=True, help="rollouts_materialized_inputs.jsonl")
-    noise.add_argument("--rollouts", required=True, help="rollouts.jsonl")
+    add_sample_arguments(noise, DEFAULT_SAMPLE)
     noise.add_argument("--output", "-o", required=True, help="the report (.json), for `reverify compare --noise`")
-    noise.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, help=f"rows drawn (default {DEFAULT_SAMPLE})")
     noise.add_argument(
         "--repeats", type=int, default=DEFAULT_REPEATS, help=f"scorings of each row (default {DEFAULT_REPEATS})"
     )
-    noise.add_argument("--seed", type=int, default=0, help="which rows are drawn, and the orders (default 0)")
-    noise.add_argument("--concurrency", type=int, default=64, help="requests in flight at most (default 64)")
     noise.add_argument("--force", action="store_true", help="score with servers not declared stateless")
 
 
@@ -42,20 +38,13 @@ def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.errors import ReverifyError
     from reverify_assets.lib.jsonl import write_json_atomic
     from reverify_assets.lib.judge_cache import turn_judge_cache_off
-    from reverify_assets.lib.source_files import check_source_file
     from reverify_assets.pipeline.preparation import index_inputs, index_rollouts, join_and_route, load_verifier_setup
     from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
 
-    for flag, least in (("--sample", 1), ("--repeats", 2), ("--concurrency", 1)):
-        if (value := getattr(args, flag.removeprefix("--"))) < least:
-            raise UsageError(f"{flag} must be at least {least}, got {value}")
-    inputs, rollouts, output = Path(args.inputs), Path(args.rollouts), Path(args.output)
-    if output.suffix != ".json":
-        raise UsageError(f"--output must name a .json file, got {output}")
-    for flag, path in (("--inputs", inputs), ("--rollouts", rollouts)):
-        check_source_file(flag, path)
-        if path.resolve() == output.resolve():
-            raise UsageError(f"--output {output} is {flag}: write the report elsewhere")
+    if args.repeats < 2:
+        raise UsageError(f"--repeats must be at least 2, got {args.repeats}")
+    inputs, rollouts = checked_sources(args)
+    output = report_path(args.output, inputs, rollouts)
     setup = load_verifier_setup([Path(path) for path in args.config], overrides)
     turn_judge_cache_off()
     plan = join_and_route(index_inputs(inputs), index_rollouts(rollouts), setup.topology)

@@ -141,8 +141,11 @@ def rollouts_scan_limit(limit: int | None, judge_failed_only: bool) -> int | Non
     return None if judge_failed_only else limit
 
 
-def join_and_route(inputs: InputsIndex, rollouts: KeyIndex, topology: Topology) -> pl.DataFrame:
-    """The join plan (see ``join_rollouts_to_inputs``) with the server instance of each row."""
+def join_and_route(
+    inputs: InputsIndex, rollouts: KeyIndex, topology: Topology, *, keep_route: bool = False
+) -> pl.DataFrame:
+    """The join plan (see ``join_rollouts_to_inputs``) with the server instance of each row; ``keep_route``: and
+    the id of its routing fields (``inputs.routes``), which the verify step does not need."""
     keyed_inputs = KeyIndex(inputs.keys.path, inputs.keys.frame.with_columns(inputs.route_of_row))
     plan = join_rollouts_to_inputs(keyed_inputs, rollouts)
     servers = [topology.server_for(route) for route in _used_routes(plan, inputs.routes)]
@@ -155,7 +158,8 @@ def join_and_route(inputs: InputsIndex, rollouts: KeyIndex, topology: Topology) 
         if route_to_server
         else pl.lit(None, dtype=server_names)
     )
-    return plan.with_columns(server.alias("server")).drop("route")
+    plan = plan.with_columns(server.alias("server"))
+    return plan if keep_route else plan.drop("route")
 
 
 def _used_route_ids(plan: pl.DataFrame) -> list[int]:

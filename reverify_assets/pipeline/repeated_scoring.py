@@ -23,18 +23,27 @@ from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.verification import VerifyStep, run_verification
 
 
-def sample_plan(plan: pl.DataFrame, size: int, seed: int) -> pl.DataFrame:
-    """``size`` rows of the join plan drawn uniformly without replacement (all of them when it has fewer), in key
-    order; the same seed draws the same rows."""
+def sample_plan(plan: pl.DataFrame, size: int, seed: int, strata: str | None = None) -> pl.DataFrame:
+    """``size`` rows of the join plan drawn without replacement (all of them when it has fewer), in key order; the
+    same seed draws the same rows. With ``strata`` (a column), each of its values gets its share of the sample,
+    and at least one row: a small agent is not left out."""
     if plan.height <= size:
         return plan.sort(KEY_COLUMNS)
-    return plan.sample(n=size, seed=seed).sort(KEY_COLUMNS)
+    if strata is None:
+        return plan.sample(n=size, seed=seed).sort(KEY_COLUMNS)
+    groups = sorted(plan.partition_by(strata, as_dict=True).items(), key=lambda item: str(item[0]))
+    parts = []
+    for offset, (_, group) in enumerate(groups):
+        share = max(1, round(size * group.height / plan.height))
+        parts.append(group.sample(n=min(share, group.height), seed=seed + offset))
+    return pl.concat(parts).sort(KEY_COLUMNS)
 
 
 @dataclass(frozen=True)
 class Scoring:
     rewards: dict[RolloutKey, float]  # the rows it scored (a failed row is in its sidecar, not here)
     failed: int
+    reverify_modes: dict[str, str]  # what each server declared
 
 
 def score_repeatedly(
@@ -61,7 +70,7 @@ def score_repeatedly(
             concurrency=concurrency,
         )
         result = run_verification(order, setup, step)
-        scorings.append(Scoring(_rewards(result.files.output), result.stats.to_sidecar))
+        scorings.append(Scoring(_rewards(result.files.output), result.stats.to_sidecar, result.reverify_modes))
     return scorings
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pydantic import ValidationError
+
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib.probe_files import probe_report_path
 
 SAFE_MODE = "stateless"
 
@@ -27,3 +30,22 @@ def enforce_guard(modes: Mapping[str, str], *, force: bool) -> bool:
     if unsafe and not force:
         raise ReverifyError(guard_message(unsafe))
     return bool(unsafe)
+
+
+def probe_note(config_hash: str) -> str:
+    """What ``reverify probe`` found about this config, for a run forced past the guard: evidence, not a bare
+    warning; or how to get it."""
+    from reverify_assets.compare.probe_report import ProbeReport  # its statistics: only for a forced run
+
+    path = probe_report_path(config_hash)
+    try:
+        report = ProbeReport.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return (
+            f"No probe of verifier config {config_hash} yet: `reverify probe` with the same --config, --inputs and "
+            "--rollouts scores a sample twice on fresh servers and says whether this rescore is sound."
+        )
+    except (OSError, ValidationError) as exc:
+        return f"The probe report {path} cannot be read ({type(exc).__name__}): run `reverify probe` again."
+    rows = report.between_passes.rows
+    return f"Probe of verifier config {config_hash} ({report.created_at}, {rows} rows): {report.verdict}. ({path})"

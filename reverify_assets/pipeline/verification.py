@@ -29,7 +29,7 @@ from reverify_assets.pipeline.judge_budget import JudgeBudget
 from reverify_assets.pipeline.output_files import OutputPolicy, check_step_sources, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
-from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, unsafe_servers
+from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, probe_note, unsafe_servers
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
 from reverify_assets.verifier.client import VerifierClient
@@ -148,6 +148,7 @@ async def _verify(
         unsafe = False if step.skip_guard else enforce_guard(modes, force=step.force)
         if unsafe:
             log.warning("WARNING: %s Continuing because --force was given.", guard_message(unsafe_servers(modes)))
+            log.warning("%s", probe_note(setup.config_hash))
         files = RunFiles.for_output(step.output, unsafe=unsafe)
         check_step_sources(files, step.inputs, step.responses, step.policy)
         stack.enter_context(exclusive_output(files.output))

@@ -3,7 +3,8 @@
 A row's ``behaviour`` field (carried in its materialized input) picks the answer: ``ok``
 (reward 1.0), ``wrong`` (0.0), ``judge_failed`` (NeMo Gym's 200 failsafe row), ``no_persist``,
 ``http422``, ``http500`` (always), ``flaky`` (500 on the first try of each key, then ok),
-``judge`` (while ``judge_down`` is set, the judge-failure row; else reward 1.0 on even tasks, 0.0 on odd).
+``judge`` (while ``judge_down`` is set, the judge-failure row; else reward 1.0 on even tasks, 0.0 on odd),
+``stateful`` (1.0 the first time this server sees a key, 0.0 after: a server that keeps state across requests).
 A judge-failure row's ``_ng_failure_judge_error`` is ``judge_error``. ``/aggregate_metrics`` answers 503 with
 ``aggregate_error`` to its first ``aggregate_failures`` calls (``math.inf``: to every one).
 It counts calls and the most requests it ever had in flight.
@@ -88,6 +89,8 @@ class FakeVerifier(LoopbackServer):
             "reward": 0.0 if behaviour == "wrong" else 1.0,
             "extracted_answer": "A",
         }
+        if behaviour == "stateful":
+            result["reward"] = 1.0 if self.stats.attempts_by_key[key] == 1 else 0.0
         if behaviour == "judge" and not self.judge_down:
             result["reward"] = 1.0 if key[0] % 2 == 0 else 0.0
         if behaviour == "judge_failed" or (behaviour == "judge" and self.judge_down):

@@ -1,0 +1,81 @@
+"""``reverify probe``: evidence for or against re-scoring stored rollouts with a config (``pipeline.probe``).
+
+The report is kept in the Dagster home under the config's hash (``lib.probe_files``), where a later ``reverify
+run --force`` of the same config finds it and prints its verdict; ``--output`` writes a copy too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sources, report_path
+
+if TYPE_CHECKING:
+    from reverify_assets.compare.probe_report import PairAgreement, ProbeReport
+
+DEFAULT_SAMPLE = 300
+
+
+def add_probe_parser(commands: Any) -> None:
+    probe = commands.add_parser(
+        "probe", help="score a sample twice on fresh servers: is re-scoring with this config sound?"
+    )
+    add_sample_arguments(probe, DEFAULT_SAMPLE)
+    probe.add_argument("--output", "-o", help="also write the report here (.json)")
+
+
+def probe_command(args: argparse.Namespace, overrides: list[str]) -> None:
+    from reverify_assets.lib.jsonl import write_json_atomic
+    from reverify_assets.lib.judge_cache import turn_judge_cache_off
+    from reverify_assets.lib.probe_files import probe_report_path
+    from reverify_assets.pipeline.preparation import load_verifier_setup
+    from reverify_assets.pipeline.probe import run_probe
+
+    inputs, rollouts = checked_sources(args)
+    output = report_path(args.output, inputs, rollouts) if args.output else None
+    setup = load_verifier_setup([Path(path) for path in args.config], overrides)
+    turn_judge_cache_off()
+    kept = probe_report_path(setup.config_hash)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".reverify-probe-", dir=kept.parent) as work:
+        report = run_probe(
+            setup, inputs, rollouts, size=args.sample, seed=args.seed, concurrency=args.concurrency, work=Path(work)
+        )
+    for path in [kept, *([output] if output else [])]:
+        write_json_atomic(path, report.model_dump(mode="json"))
+    print_probe(report, kept)
+
+
+def print_probe(report: ProbeReport, kept: Path) -> None:
+    agents = ", ".join(f"{rows} {agent}" for agent, rows in report.rows_by_agent.items())
+    modes = ", ".join(f"{name}: {mode}" for name, mode in sorted(report.reverify_modes.items()))
+    print(f"Probe of verifier config {report.verifier_config_hash} ({modes}): {report.sampled_rows} rows ({agents})")
+    print(f"  between the two passes: {_agreement(report.between_passes)}")
+    print(f"  with the stored rewards: {_agreement(report.with_stored)}")
+    if report.stored_missing:
+        print(f"  ({report.stored_missing} rows stored no reward to compare with)")
+    if any(report.failures_by_pass):
+        first, second = report.failures_by_pass
+        print(f"  rows that failed: {first} in the first pass, {second} in the second")
+    for title, keys in (("passes", report.pass_disagreements), ("stored", report.stored_disagreements)):
+        if keys:
+            shown = ", ".join(f"({key.task}, {key.rollout}) {key.first:g}→{key.second:g}" for key in keys[:5])
+            more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+            print(f"  disagreeing keys ({title}): {shown}{more}")
+    print(f"Verdict: {report.verdict}")
+    print(f"Report: {kept}")
+
+
+def _agreement(agreement: PairAgreement) -> str:
+    if not agreement.rows:
+        return "no rows"
+    if agreement.kappa is None:
+        kappa = agreement.kappa_omitted
+    elif agreement.kappa.value is None:
+        kappa = "κ undefined (one outcome only)"
+    else:
+        kappa = f"κ {agreement.kappa.value:.3f}"
+    return f"{agreement.agree} of {agreement.rows} rows agree ({(agreement.rate or 0):.1%}), {kappa}"

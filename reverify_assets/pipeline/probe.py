@@ -1,0 +1,90 @@
+"""``reverify probe``: a seeded sample of the stored rollouts, stratified by agent, scored twice (by servers started
+apart, in different orders), against itself and against the rewards the rollouts stored (``compare.probe_report``).
+
+The judge-call cache is the caller's to turn off: a second pass answered from it would agree by construction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from reverify_assets.compare.probe_report import SHOWN_KEYS, Disagreement, ProbeReport, pair_agreement, verdict
+from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
+from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
+from reverify_assets.pipeline.row_source import PairReader
+
+AGENT_COLUMN = "agent"
+NO_AGENT = "(no agent_ref)"
+PASSES = 2
+
+
+def run_probe(
+    setup: VerifierSetup, inputs: Path, rollouts: Path, *, size: int, seed: int, concurrency: int, work: Path
+) -> ProbeReport:
+    index = index_inputs(inputs)
+    plan = join_and_route(index, index_rollouts(rollouts), setup.topology, keep_route=True)
+    agents = {route_id: _agent(route) for route_id, route in enumerate(index.routes)}
+    plan = plan.with_columns(pl.col("route").replace_strict(agents, return_dtype=pl.String).alias(AGENT_COLUMN))
+    sample = sample_plan(plan, size, seed, strata=AGENT_COLUMN)
+    stored = _stored_rewards(inputs, rollouts, sample)
+    first, second = score_repeatedly(
+        setup, inputs, rollouts, sample, repeats=PASSES, work=work, seed=seed, concurrency=concurrency, force=True
+    )
+    both = sorted(set(first.rewards) & set(second.rewards))
+    between = pair_agreement(*_rewards_of(both, first.rewards, second.rewards))
+    compared = [key for key in both if stored.get(key) is not None]
+    with_stored = pair_agreement(*_rewards_of(compared, stored, first.rewards))  # type: ignore[arg-type]
+    separate = all(not setup.topology.servers[name].url for name in sample["server"].unique().to_list())
+    return ProbeReport(
+        verifier_config_hash=setup.config_hash,
+        reverify_modes=first.reverify_modes,
+        separate_processes=separate,
+        seed=seed,
+        sampled_rows=sample.height,
+        rows_by_agent=dict(sorted(Counter(sample[AGENT_COLUMN].to_list()).items())),
+        failures_by_pass=[first.failed, second.failed],
+        between_passes=between,
+        with_stored=with_stored,
+        stored_missing=sum(1 for key in both if stored.get(key) is None),
+        pass_disagreements=_disagreements(both, first.rewards, second.rewards),
+        stored_disagreements=_disagreements(compared, stored, first.rewards),  # type: ignore[arg-type]
+        verdict=verdict(between, with_stored, separate_processes=separate),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _agent(route: Mapping[str, Any]) -> str:
+    agent = route.get("agent_ref")
+    name = agent.get("name") if isinstance(agent, Mapping) else None
+    return str(name) if name is not None else NO_AGENT
+
+
+def _stored_rewards(inputs: Path, rollouts: Path, sample: pl.DataFrame) -> dict[RolloutKey, float | None]:
+    stored: dict[RolloutKey, float | None] = {}
+    columns = ("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line")
+    with PairReader(inputs, rollouts) as pairs:
+        for task, rollout, input_offset, input_line, rollout_offset, rollout_line in sample.select(columns).iter_rows():
+            pair = pairs.read((task, rollout), (input_offset, input_line), (rollout_offset, rollout_line))
+            stored[(task, rollout)] = pair.stored_reward
+    return stored
+
+
+def _rewards_of(
+    keys: list[RolloutKey], first: Mapping[RolloutKey, float], second: Mapping[RolloutKey, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    return np.array([first[key] for key in keys], dtype=float), np.array([second[key] for key in keys], dtype=float)
+
+
+def _disagreements(
+    keys: list[RolloutKey], first: Mapping[RolloutKey, float], second: Mapping[RolloutKey, float]
+) -> list[Disagreement]:
+    differ = [key for key in keys if first[key] != second[key]]
+    return [Disagreement(task=t, rollout=r, first=first[(t, r)], second=second[(t, r)]) for t, r in differ[:SHOWN_KEYS]]
