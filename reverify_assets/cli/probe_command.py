@@ -16,7 +16,7 @@ from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sourc
 if TYPE_CHECKING:
     from reverify_assets.compare.probe_report import PairAgreement, ProbeReport
 
-DEFAULT_SAMPLE = 300
+DEFAULT_SAMPLE = 300  # as pipeline.probe's, which this module does not import before it runs
 
 
 def add_probe_parser(commands: Any) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import dagster as dg
 
+from reverify_assets.compare.probe_report import ProbeReport
 from reverify_assets.compare.stored_flips import StoredRewardFlips
 from reverify_assets.metrics.coverage import (
     COVERAGE_FIELD,
@@ -187,4 +188,22 @@ def aggregate_metadata(path: Path, entries: list[dict[str, Any]], config_hash: s
         for metric, value in entries[0].get("key_metrics", {}).items():
             if isinstance(value, int | float):
                 metadata[metric] = figure(float(value))
+    return metadata
+
+
+def probe_metadata(report: ProbeReport, kept: Path) -> dict[str, Any]:
+    """A probe's verdict and figures, the agreement rates as numbers the UI plots across materializations."""
+    metadata: dict[str, Any] = {
+        "verdict": report.verdict,
+        "report": dg.MetadataValue.path(str(kept)),
+        "rows sampled": report.sampled_rows,
+        "rows by agent": dg.MetadataValue.json(report.rows_by_agent),
+        "reverify modes": dg.MetadataValue.json(report.reverify_modes),
+        "separate server processes": dg.MetadataValue.bool(report.separate_processes),
+    }
+    for label, agreement in (("between passes", report.between_passes), ("with stored", report.with_stored)):
+        if agreement.rate is not None:
+            metadata[f"agreement {label}"] = figure(agreement.rate)
+        if agreement.kappa is not None and agreement.kappa.value is not None:
+            metadata[f"κ {label}"] = figure(agreement.kappa.value)
     return metadata

@@ -2,6 +2,7 @@
 
     shard_payloads ─> reverified_shard + shard_failures ─> aggregate_metrics
     └─────────── one step per partition ───────────┘
+    verifier_probe (on demand: is re-scoring with this config sound?)
 
 The shard assets are partitioned by shard × verifier config (one config: the current one). After a verifier
 edit every shard is *missing* under the new config, which Dagster's partitions page, backfill dialog and
@@ -22,6 +23,7 @@ from reverify_assets.defs.handles import content_version
 from reverify_assets.defs.metadata import (
     aggregate_metadata,
     key_metrics_table,
+    probe_metadata,
 )
 from reverify_assets.defs.run_tags import CONFIG_TAG, RESCORING_TAG, VARIANT_TAG
 from reverify_assets.defs.shard_events import (
@@ -39,6 +41,7 @@ from reverify_assets.rescoring.layout import RescoringLayout
 from reverify_assets.rescoring.shard_aggregate import merge_included_shards
 from reverify_assets.rescoring.shard_gate import gate_shards
 from reverify_assets.rescoring.shard_work import plan_shard_files, verify_shard
+from reverify_assets.rescoring.source_probe import probe_first_source
 from reverify_assets.rescoring.spec import RescoringSpec
 from reverify_assets.rescoring.status import ShardPartitions
 
@@ -46,6 +49,7 @@ VERIFIER_POOL = "verifier"
 SHARD_DIMENSION = "shard"
 CONFIG_DIMENSION = "verifier_config"
 SHARD_TAG = f"dagster/partition/{SHARD_DIMENSION}"  # Dagster's own tag, one per dimension
+STATELESS_EVIDENCE = "stateless_evidence"
 
 
 @dataclass(frozen=True)
@@ -90,9 +94,9 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     shards = dg.DynamicPartitionsDefinition(name=f"{spec.name}_shards")
     configs = dg.StaticPartitionsDefinition([setup.config_hash])
     partitions = dg.MultiPartitionsDefinition({SHARD_DIMENSION: shards, CONFIG_DIMENSION: configs})
-    payloads_key, reverified_key, failures_key, aggregate_key = (
+    payloads_key, reverified_key, failures_key, aggregate_key, probe_key = (
         asset_key(spec, variant, asset)
-        for asset in ("shard_payloads", "reverified_shard", "shard_failures", "aggregate_metrics")
+        for asset in ("shard_payloads", "reverified_shard", "shard_failures", "aggregate_metrics", "verifier_probe")
     )
 
     def check(check_name: str, asset: dg.AssetKey, description: str) -> dg.AssetCheckSpec:
@@ -189,6 +193,33 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         yield dg.Output(None, metadata=metadata, data_version=content_version(layout.merged))
         yield one_config_result(merged.summary, setup.config_hash)
 
+    @dg.asset(
+        key=probe_key,
+        group_name=name,
+        partitions_def=configs,
+        pool=VERIFIER_POOL,
+        description="`reverify probe` of this verifier config on the rescoring's first source: a sample scored "
+        "twice by servers started apart, in different orders, against itself and the rewards the rollouts stored. "
+        "Materialize it before trusting a rescore with servers that do not declare themselves stateless.",
+        check_specs=[
+            dg.AssetCheckSpec(
+                STATELESS_EVIDENCE,
+                asset=probe_key,
+                description="the two passes agree on every sampled row (else a warning: the rescore may be unsound)",
+            )
+        ],
+    )
+    def verifier_probe(context: dg.AssetExecutionContext) -> Iterator[Any]:
+        _check_config(context.partition_key, setup.config_hash)
+        report, kept = probe_first_source(spec, setup)
+        yield dg.Output(None, metadata=probe_metadata(report, kept))
+        yield dg.AssetCheckResult(
+            check_name=STATELESS_EVIDENCE,
+            passed=report.between_passes.rows > 0 and report.between_passes.agree == report.between_passes.rows,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"verdict": report.verdict},
+        )
+
     # However a run of this rescoring is launched (the UI, the schedule, the CLI), it says which one it is.
     job_tags = {RESCORING_TAG: name, CONFIG_TAG: setup.config_hash, **({VARIANT_TAG: variant} if variant else {})}
     return RescoringDefs(
@@ -203,7 +234,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         reverified_key=reverified_key,
         failures_key=failures_key,
         aggregate_key=aggregate_key,
-        assets=[rescore_shard, aggregate_metrics],
+        assets=[rescore_shard, aggregate_metrics, verifier_probe],
         shard_job=dg.define_asset_job(
             f"{name}_shards_job", selection=[payloads_key, reverified_key, failures_key], tags=job_tags
         ),

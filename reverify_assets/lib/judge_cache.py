@@ -18,7 +18,8 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -49,6 +50,20 @@ def judge_cache_path() -> Path | None:
 def turn_judge_cache_off() -> None:
     """For this process and the servers it starts."""
     os.environ[JUDGE_CACHE_ENV] = CACHE_OFF
+
+
+@contextmanager
+def judge_cache_off() -> Iterator[None]:
+    """Off for the block: for a step that shares its process with others (a Dagster run's in-process steps)."""
+    before = os.environ.get(JUDGE_CACHE_ENV)
+    turn_judge_cache_off()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(JUDGE_CACHE_ENV, None)
+        else:
+            os.environ[JUDGE_CACHE_ENV] = before
 
 
 def request_key(kind: str, url: str, body: Mapping[str, Any]) -> bytes:

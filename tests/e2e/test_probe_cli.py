@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dagster as dg
 import orjson
 import pytest
 
+from reverify_assets.defs.rescoring_defs import RescoringDefs, asset_key, build_rescoring
+from reverify_assets.rescoring.spec import find_rescoring
 from tests.support.cli import (
     CONFORMANCE_INPUTS,
     CONFORMANCE_ROLLOUTS,
@@ -18,6 +21,7 @@ from tests.support.cli import (
     url_config,
 )
 from tests.support.fake_verifier import FakeVerifier
+from tests.support.project import make_project
 
 pytestmark = pytest.mark.slow
 
@@ -76,3 +80,30 @@ def test_a_stateful_server_is_caught_and_a_forced_run_says_so(tmp_path: Path) ->
         assert forced.returncode == 0, forced.stderr
         assert f"Probe of verifier config {report['verifier_config_hash']} (" in forced.stderr
         assert "NOT DETERMINISTIC: 40 of 40" in forced.stderr
+
+
+def test_a_rescorings_probe_asset_and_its_warning_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe as the Dagster UI materializes it: an asset of the rescoring's group, a WARN check, and the
+    report kept where a forced CLI run of the same config finds it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    project = make_project(tmp_path, tasks=30)
+    rescoring = build_rescoring(find_rescoring(project.root, project.name))
+    probe_asset = next(asset for asset in rescoring.assets if probe_key(rescoring) in asset.keys)
+    with dg.DagsterInstance.get() as instance:
+        result = dg.materialize([probe_asset], partition_key=rescoring.setup.config_hash, instance=instance)
+        assert result.success
+        [materialization] = result.asset_materializations_for_node(probe_asset.node_def.name)
+        metadata = {name: getattr(value, "value", value) for name, value in materialization.metadata.items()}
+        assert metadata["rows sampled"] == 120 and metadata["agreement between passes"] == 1.0
+        # The synthetic rollouts stored rewards of another grading mode: deterministic, and drifted from them.
+        assert str(metadata["verdict"]).startswith("DETERMINISTIC, BUT DRIFTED: both passes agree on all 120 rows")
+        [check] = result.get_asset_check_evaluations()
+        assert check.check_name == "stateless_evidence" and check.passed
+        assert check.severity == dg.AssetCheckSeverity.WARN
+    assert (home / "reverify_probes" / f"{rescoring.setup.config_hash}.json").is_file()
+
+
+def probe_key(rescoring: RescoringDefs) -> dg.AssetKey:
+    return asset_key(rescoring.spec, rescoring.variant, "verifier_probe")
