@@ -37,7 +37,7 @@ def run_probe(
     sample = sample_plan(plan, size, seed, strata=AGENT_COLUMN)
     stored = _stored_rewards(inputs, rollouts, sample)
     first, second = score_repeatedly(
-        setup, inputs, rollouts, sample, repeats=PASSES, work=work, seed=seed, concurrency=concurrency, force=True
+        setup, inputs, rollouts, sample, repeats=PASSES, work=work, seed=seed, concurrency=concurrency, skip_guard=True
     )
     both = sorted(set(first.rewards) & set(second.rewards))
     between = pair_agreement(*_rewards_of(both, first.rewards, second.rewards))

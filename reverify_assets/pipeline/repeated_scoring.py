@@ -56,8 +56,11 @@ def score_repeatedly(
     work: Path,
     seed: int,
     concurrency: int,
-    force: bool,
+    force: bool = False,
+    skip_guard: bool = False,
 ) -> list[Scoring]:
+    """``force``: score with servers that do not declare themselves stateless, warned about each time;
+    ``skip_guard``: without asking (the probe, whose verdict is the evidence the guard lacks)."""
     scorings = []
     for repeat in range(repeats):
         order = sample if repeat == 0 else sample.sample(fraction=1.0, shuffle=True, seed=seed + repeat)
@@ -67,6 +70,7 @@ def score_repeatedly(
             output=work / f"scoring_{repeat + 1}.jsonl",
             policy=OutputPolicy(overwrite=True),
             force=force,
+            skip_guard=skip_guard,
             concurrency=concurrency,
         )
         result = run_verification(order, setup, step)

@@ -268,3 +268,25 @@ def test_serve_hosts_copies_of_a_nemo_gym_server_behind_one_address(tmp_path: Pa
         with suppress(ProcessLookupError):
             os.killpg(serve.pid, signal.SIGKILL)
         serve.wait()
+
+
+def test_a_probe_of_a_server_that_declares_nothing_then_a_forced_run_prints_it(tmp_path: Path, python: Path) -> None:
+    """The case the probe is for: NeMo Gym's circle_count declares no reverify mode, so a rescore needs --force;
+    the probe scores its rows twice on two NeMo Gym server processes and the forced run says what it found."""
+    data = SERVERS_DATA / "circle_count"
+    inputs, rollouts = data / "rollouts_materialized_inputs.jsonl", data / "rollouts.jsonl"
+    args = ["probe", "--config", data / "config.yaml", "--inputs", inputs, "--rollouts", rollouts]
+    env = gym_env(tmp_path / "home", python)
+    probe = subprocess.run([REVERIFY, *map(str, args)], capture_output=True, text=True, env=env, timeout=CLI_LIMIT_S)
+    assert probe.returncode == 0, probe.stderr
+    rows = len(read_jsonl(rollouts))
+    assert f"between the two passes: {rows} of {rows} rows agree" in probe.stdout
+    assert "Verdict: CONSISTENT WITH STATELESS: two separately started servers" in probe.stdout
+    assert probe.stderr.count("starting NeMo Gym's circle_count server") == 2, "one server process per pass"
+    assert "WARNING" not in probe.stderr, "the probe is the evidence the guard lacks: it does not warn"
+    assert processes_in(server_folder(python, "circle_count")) == []
+
+    forced = gym_run(tmp_path, python, "circle_count", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "reverify_mode=UNSUPPORTED or UNKNOWN" in forced.stderr
+    assert "Verdict" not in forced.stderr and "CONSISTENT WITH STATELESS: two separately started" in forced.stderr
