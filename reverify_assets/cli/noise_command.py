@@ -98,7 +98,10 @@ def print_noise(report: NoiseReport, output: Path) -> None:
         print(f"  {left_out} sampled rows left out: they failed in at least one scoring")
     share = agreement.unstable_rows / agreement.rows
     print(f"  unstable rows: {agreement.unstable_rows} ({share:.1%}): their scorings did not all agree")
-    print(f"  noise flip rate: {agreement.noise_flip_rate:.2%} (the chance that two scorings of a row disagree)")
+    print(
+        f"  noise flip rate: {agreement.noise_flip_rate:.2%} ± {agreement.noise_flip_rate_se:.2%} (the chance that "
+        "two scorings of a row disagree, and its standard error)"
+    )
     if agreement.fleiss_kappa is None:
         print(f"  Fleiss' κ: undefined ({agreement.kappa_undefined_reason})")
     else:

@@ -8,18 +8,22 @@ P_i = (Σ_j n_ij² − K) / (K (K − 1)): the chance that two of its scorings, 
   scorings (undefined when every scoring fell in one category, P_e = 1).
 - The noise flip rate, 1 − P̄: the chance that two scorings of a random row disagree. Between two configs that
   grade identically, this is the share of rows that would flip by noise alone.
-- Against an observed number of flips between two configs over n rows, the flips noise alone would give are
-  Binomial(n, rate): the report gives their mean, the 95 % upper bound and P(X ≥ observed), the one-sided
-  chance that noise alone flips that many.
+- Against an observed number of flips between two configs over n rows, the flips noise alone would give: n·rate
+  on average. The rate is itself measured on a sample, with standard error se (of the rows' 1 − P_i), and that
+  uncertainty dominates at a few hundred sampled rows: the flips are taken as Binomial(n, r) with r itself
+  uncertain, variance n·r(1 − r) + n²·se², and the report gives the 95 % upper bound and P(X ≥ observed) from
+  the normal approximation with that variance (continuity-corrected). With se = 0 (every sampled row agreed
+  with itself, or one row) it is the binomial's own tail.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import binom
+from scipy.stats import binom, norm
 
 KAPPA_UNDEFINED = "every scoring fell in one category: chance agreement is 1"
 
@@ -36,6 +40,7 @@ class SelfAgreement(BaseModel):
     fleiss_kappa: float | None
     kappa_undefined_reason: str | None = None
     noise_flip_rate: float  # 1 − P̄
+    noise_flip_rate_se: float  # its standard error over the sampled rows
 
 
 class NoiseExcess(BaseModel):
@@ -46,8 +51,9 @@ class NoiseExcess(BaseModel):
     rows: int
     observed_flips: int
     noise_flip_rate: float
+    noise_flip_rate_se: float
     expected_noise_flips: float
-    noise_flips_upper_95: int  # the 95th percentile of Binomial(rows, rate)
+    noise_flips_upper_95: int  # what noise alone stays within 95 % of the time
     flips_beyond_noise: float  # observed − expected, at least 0
     p_value: float  # P(X ≥ observed) under noise alone
 
@@ -87,17 +93,28 @@ def self_agreement(ratings: Sequence[Sequence[float]]) -> SelfAgreement:
         fleiss_kappa=kappa,
         kappa_undefined_reason=KAPPA_UNDEFINED if kappa is None else None,
         noise_flip_rate=1.0 - mean_agreement,
+        noise_flip_rate_se=float(np.std(1.0 - per_row, ddof=1) / np.sqrt(rows)) if rows > 1 else 0.0,
     )
 
 
-def noise_excess(observed_flips: int, rows: int, noise_flip_rate: float) -> NoiseExcess:
+def noise_excess(observed_flips: int, rows: int, noise_flip_rate: float, noise_flip_rate_se: float) -> NoiseExcess:
     expected = rows * noise_flip_rate
+    if rows == 0:
+        upper, p_value = 0, 1.0
+    elif noise_flip_rate_se == 0:
+        upper = int(binom.ppf(0.95, rows, noise_flip_rate))
+        p_value = float(binom.sf(observed_flips - 1, rows, noise_flip_rate))
+    else:
+        spread = math.sqrt(rows * noise_flip_rate * (1 - noise_flip_rate) + (rows * noise_flip_rate_se) ** 2)
+        upper = math.ceil(expected + norm.ppf(0.95) * spread)
+        p_value = float(norm.sf((observed_flips - 0.5 - expected) / spread)) if observed_flips else 1.0
     return NoiseExcess(
         rows=rows,
         observed_flips=observed_flips,
         noise_flip_rate=noise_flip_rate,
+        noise_flip_rate_se=noise_flip_rate_se,
         expected_noise_flips=expected,
-        noise_flips_upper_95=int(binom.ppf(0.95, rows, noise_flip_rate)) if rows else 0,
+        noise_flips_upper_95=upper,
         flips_beyond_noise=max(0.0, observed_flips - expected),
-        p_value=float(binom.sf(observed_flips - 1, rows, noise_flip_rate)) if rows else 1.0,
+        p_value=p_value,
     )

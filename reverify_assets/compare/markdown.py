@@ -40,10 +40,12 @@ def _noise_floor(noise: NoiseFloor) -> list[str]:
         "## Against the noise floor",
         "",
         f"`{noise.path}`: verifier config {noise.verifier_config_hash}, {noise.rows_measured} rows scored "
-        f"{noise.scorings} times, noise flip rate {excess.noise_flip_rate:.2%}, Fleiss' κ {kappa}.",
+        f"{noise.scorings} times, noise flip rate {excess.noise_flip_rate:.2%} (± {excess.noise_flip_rate_se:.2%}), "
+        f"Fleiss' κ {kappa}.",
         "",
         f"- {excess.observed_flips} of the {excess.rows} compared rows changed reward; noise alone would change "
-        f"{excess.expected_noise_flips:.1f} (95 % of the time at most {excess.noise_flips_upper_95})",
+        f"{excess.expected_noise_flips:.1f} (95 % of the time at most {excess.noise_flips_upper_95}, the noise "
+        "floor's own sampling error allowed for)",
         f"- {excess.flips_beyond_noise:.1f} changes beyond the noise; P(noise alone changes {excess.observed_flips} "
         f"or more) = {excess.p_value:.3g}",
     ]

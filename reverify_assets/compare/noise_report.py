@@ -60,6 +60,8 @@ def with_noise_floor(report: CompareReport, noise: NoiseReport, path: Path) -> C
         scorings=noise.scorings,
         rows_measured=noise.rows_scored_every_time,
         fleiss_kappa=noise.agreement.fleiss_kappa,
-        excess=noise_excess(changed, report.overall.rows, noise.agreement.noise_flip_rate),
+        excess=noise_excess(
+            changed, report.overall.rows, noise.agreement.noise_flip_rate, noise.agreement.noise_flip_rate_se
+        ),
     )
     return report.model_copy(update={"noise": floor})

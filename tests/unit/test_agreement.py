@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
 import pytest
-from scipy.stats import binom
+from scipy.stats import binom, norm
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from reverify_assets.compare.agreement import KAPPA_UNDEFINED, category_counts, noise_excess, self_agreement
@@ -64,13 +65,32 @@ def test_category_counts() -> None:
 
 
 @pytest.mark.parametrize(("observed", "rows", "rate"), [(0, 100, 0.05), (5, 100, 0.05), (20, 100, 0.05), (3, 10, 0.5)])
-def test_noise_excess(observed: int, rows: int, rate: float) -> None:
-    excess = noise_excess(observed, rows, rate)
+def test_noise_excess_of_a_known_rate_is_the_binomials(observed: int, rows: int, rate: float) -> None:
+    excess = noise_excess(observed, rows, rate, 0.0)
     assert excess.expected_noise_flips == pytest.approx(rows * rate)
     assert excess.flips_beyond_noise == pytest.approx(max(0.0, observed - rows * rate))
     assert excess.p_value == pytest.approx(sum(binom.pmf(k, rows, rate) for k in range(observed, rows + 1)))
-    assert (
-        binom.cdf(excess.noise_flips_upper_95, rows, rate)
-        >= 0.95
-        > binom.cdf(excess.noise_flips_upper_95 - 1, rows, rate)
-    )
+    upper = excess.noise_flips_upper_95
+    assert binom.cdf(upper, rows, rate) >= 0.95 > binom.cdf(upper - 1, rows, rate)
+
+
+def test_a_measured_rate_widens_what_noise_alone_gives() -> None:
+    """600 flips in 10,000 rows against a rate of 5.7 % measured with a standard error of 0.8 %: the binomial
+    alone would call 600 significant; with the rate's own error it is well within the noise."""
+    known, measured = noise_excess(613, 10_000, 0.0573, 0.0), noise_excess(613, 10_000, 0.0573, 0.008)
+    assert known.p_value < 0.05 < measured.p_value
+    spread = math.sqrt(10_000 * 0.0573 * (1 - 0.0573) + (10_000 * 0.008) ** 2)
+    assert measured.p_value == pytest.approx(norm.sf((613 - 0.5 - 573.0) / spread))
+    assert measured.noise_flips_upper_95 == math.ceil(573.0 + norm.ppf(0.95) * spread)
+    assert known.noise_flips_upper_95 < measured.noise_flips_upper_95
+
+
+@pytest.mark.parametrize(
+    ("ratings", "se"),
+    [
+        ([[1, 1], [0, 0]], 0.0),
+        ([[1, 0], [1, 1], [0, 0], [0, 0]], float(np.std([1, 0, 0, 0], ddof=1) / 2)),
+    ],
+)
+def test_the_rates_standard_error_is_over_the_rows(ratings: list[list[float]], se: float) -> None:
+    assert self_agreement(ratings).noise_flip_rate_se == pytest.approx(se)
