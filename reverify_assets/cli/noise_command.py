@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 DEFAULT_SAMPLE = 200
 DEFAULT_REPEATS = 5
+MIN_ROWS = 2
 
 
 def add_noise_parser(commands: Any) -> None:
@@ -63,9 +64,12 @@ def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
             force=args.force,
         )
     common = sorted(set.intersection(*(set(scoring.rewards) for scoring in scorings)))
-    if not common:
+    if len(common) < MIN_ROWS:
         failed = ", ".join(str(scoring.failed) for scoring in scorings)
-        raise ReverifyError(f"no row was scored in all {args.repeats} scorings (failures per scoring: {failed})")
+        raise ReverifyError(
+            f"{len(common)} rows were scored in all {args.repeats} scorings, fewer than the {MIN_ROWS} a noise floor "
+            f"needs for its own standard error (failures per scoring: {failed}); draw a larger --sample"
+        )
     ratings = [[scoring.rewards[key] for scoring in scorings] for key in common]
     agreement = self_agreement(ratings)
     report = NoiseReport(

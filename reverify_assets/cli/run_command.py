@@ -18,6 +18,7 @@ from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, judge_prices
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import ReverifyError, UsageError, WriteError
 from reverify_assets.lib.file_names import RunFiles, unsafe_path
+from reverify_assets.lib.judge_cache import turn_judge_cache_off
 from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.partition_keys import output_partition_key
@@ -110,6 +111,9 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
         return
     if options.judge_failed_only:
         log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
+        # The rows to recover are those whose judging failed: a reply the cache kept for one (a NeMo Gym judge's
+        # `judge_invalid` verdict) is the failure itself, which recovery asks the judge again about.
+        turn_judge_cache_off()
     # From before anything starts to the last file written: another run's --overwrite is refused while this one
     # runs, not only while its verify step does.
     outputs = [options.output, *([unsafe_path(options.output)] if options.force else [])]  # --force: unsafe_ names

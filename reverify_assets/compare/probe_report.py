@@ -17,6 +17,13 @@ from reverify_assets.compare.paired_stats import Kappa, PassFailTable, cohens_ka
 
 NON_BINARY = "no κ: a reward other than 0 or 1"
 SHOWN_KEYS = 100  # disagreeing keys kept in the report, each way
+# How a verdict begins: what a script (or the rescoring's check) reads of it.
+CONSISTENT, DRIFTED, NOT_DETERMINISTIC, NO_EVIDENCE = (
+    "CONSISTENT WITH STATELESS",
+    "DETERMINISTIC, BUT DRIFTED",
+    "NOT DETERMINISTIC",
+    "NO EVIDENCE",
+)
 
 
 class PairAgreement(BaseModel):
@@ -49,6 +56,7 @@ class ProbeReport(BaseModel):
     sampled_rows: int
     rows_by_agent: dict[str, int]
     failures_by_pass: list[int]
+    scored_by_one_pass: int  # rows one pass scored and the other failed (or masked): a disagreement too
     between_passes: PairAgreement  # determinism
     with_stored: PairAgreement  # drift, when the config is the original run's
     stored_missing: int  # sampled rows whose rollout stored no numeric reward
@@ -70,26 +78,30 @@ def pair_agreement(first: np.ndarray, second: np.ndarray) -> PairAgreement:
     return PairAgreement(rows=rows, agree=agree, rate=agree / rows, kappa=kappa)
 
 
-def verdict(between: PairAgreement, stored: PairAgreement, *, separate_processes: bool) -> str:
+def verdict(
+    between: PairAgreement, stored: PairAgreement, *, separate_processes: bool, scored_by_one_pass: int = 0
+) -> str:
     """One line a user can act on."""
     where = "two separately started servers" if separate_processes else "one server reached by url, twice"
-    if between.rows == 0:
-        return "NO EVIDENCE: no sampled row was scored by both passes (see the failures)"
-    if between.agree < between.rows:
+    if between.rows == 0 and not scored_by_one_pass:
+        return f"{NO_EVIDENCE}: no sampled row was scored by both passes (see the failures)"
+    if between.agree < between.rows or scored_by_one_pass:
+        rows = between.rows + scored_by_one_pass
+        once = f" ({scored_by_one_pass} scored by one pass only)" if scored_by_one_pass else ""
         return (
-            f"NOT DETERMINISTIC: {between.rows - between.agree} of {between.rows} rows got different rewards from "
+            f"{NOT_DETERMINISTIC}: {rows - between.agree} of {rows} rows got different rewards{once} from "
             f"{where} fed in different orders: the server keeps state the stored rollouts do not carry, or its "
             "judge is noisy (measure it with `reverify noise`); a rescore with it is not sound as it stands"
         )
     if stored.rows and stored.agree < stored.rows:
         return (
-            f"DETERMINISTIC, BUT DRIFTED: both passes agree on all {between.rows} rows, and "
+            f"{DRIFTED}: both passes agree on all {between.rows} rows, and "
             f"{stored.rows - stored.agree} of {stored.rows} differ from the rewards stored in the rollouts: expected "
             "if the config changed; with the original run's config, the server grades differently now (or needed "
             "state the rollouts lack)"
         )
     matched = f" and match the stored rewards on all {stored.rows}" if stored.rows else ""
     return (
-        f"CONSISTENT WITH STATELESS: {where} agree on all {between.rows} rows in different orders{matched}; "
+        f"{CONSISTENT}: {where} agree on all {between.rows} rows in different orders{matched}; "
         "evidence, not proof, for the rows not sampled"
     )

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reverify_assets.lib.atomic_files import write_bytes_atomic
 from reverify_assets.lib.dagster_home import DAGSTER_HOME_ENV, dagster_home
 
 if TYPE_CHECKING:  # Dagster's import takes a second: the CLI makes it in a thread of its own
@@ -30,8 +31,8 @@ def ensure_dagster_home() -> Path:
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML)
+    if not config.exists():  # whole or not at all: another command may be reading it as it appears
+        write_bytes_atomic(config, DAGSTER_YAML.encode())
     os.environ[DAGSTER_HOME_ENV] = str(home)
     return home
 

@@ -21,6 +21,7 @@ LOOPBACK = "127.0.0.1"
 # Block fields that only this tool reads: a NeMo Gym server is not shown them.
 OUR_BLOCK_FIELDS = frozenset({"implementation", "replicas", "startup_timeout_s"})
 DEFAULT_PORTS = {"http": 80, "https": 443}
+SECRET_WORDS = ("key", "token", "secret", "password")
 HEAD_SERVER_PORT = 0  # never listened on: a server that tried to reach it would fail at once, not hang
 
 
@@ -40,12 +41,12 @@ def gym_server_config(config: Mapping[str, Any], ports: Mapping[str, int]) -> di
 
 def model_identity(block: ServerBlock) -> str:
     """What a model server answers as, for the judge-call cache's key: its type and config, without where it
-    listens (a new port each run) and without any key (a rotated key asks the same model)."""
+    listens (a new port each run) and without a field that names a secret (a rotated key asks the same model)."""
     where = {"host", "port", "entrypoint"}
     fields = {
         name: value
         for name, value in block.fields.items()
-        if name not in where and name not in OUR_BLOCK_FIELDS and "key" not in name.lower()
+        if name not in where and name not in OUR_BLOCK_FIELDS and not any(word in name.lower() for word in SECRET_WORDS)
     }
     return orjson.dumps({"type": block.type, "fields": fields}, option=orjson.OPT_SORT_KEYS, default=str).decode()
 

@@ -44,7 +44,7 @@ def judge_cache_path() -> Path | None:
     chosen = os.environ.get(JUDGE_CACHE_ENV)
     if chosen == CACHE_OFF:
         return None
-    return Path(chosen).expanduser() if chosen else dagster_home() / CACHE_FILE_NAME
+    return Path(chosen).expanduser().resolve() if chosen else dagster_home() / CACHE_FILE_NAME
 
 
 def turn_judge_cache_off() -> None:

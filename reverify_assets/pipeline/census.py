@@ -151,9 +151,8 @@ def _count_judge_calls(
     tokens: TokenCounter,
 ) -> None:
     if config is None:
-        prompt = "\n".join(_row_texts(payload))
-        second = block.fields.get("check_twice_swap") is True
-        _add(spend, tokens.count(prompt), second)
+        prompt_tokens = tokens.count("\n".join(_row_texts(payload)))
+        _add(spend, prompt_tokens, prompt_tokens if block.fields.get("check_twice_swap") is True else None)
         return
     try:
         request = parse_request(payload)
@@ -163,16 +162,26 @@ def _count_judge_calls(
     first = first_judgement(config, request)
     if isinstance(first, str):  # graded without a call
         return
-    messages = judge_request(config, first.question, request.expected_answer, first.generated)["messages"]
-    prompt_tokens = sum(tokens.count(message["content"]) for message in messages)
-    _add(spend, prompt_tokens, config.check_twice_swap or may_judge_twice(config, request))
+    expected, question = request.expected_answer, first.question
+
+    def prompt_tokens(expected_answer: str, generated_answer: str) -> int:
+        messages = judge_request(config, question, expected_answer, generated_answer)["messages"]
+        return sum(tokens.count(message["content"]) for message in messages)
+
+    # The second call the row may need, as the server would send it: the answers swapped, or the whole text.
+    seconds = []
+    if config.check_twice_swap:
+        seconds.append(prompt_tokens(first.generated, expected))
+    if may_judge_twice(config, request):
+        seconds.append(prompt_tokens(expected, first.answer_text or config.msg_extraction_failure))
+    _add(spend, prompt_tokens(expected, first.generated), max(seconds, default=None))
 
 
-def _add(spend: JudgeSpend, prompt_tokens: int, may_ask_twice: bool) -> None:
+def _add(spend: JudgeSpend, prompt_tokens: int, second_call_tokens: int | None) -> None:
     spend.calls += 1
     spend.prompt_tokens += prompt_tokens
-    spend.calls_at_most += 2 if may_ask_twice else 1
-    spend.prompt_tokens_at_most += prompt_tokens * (2 if may_ask_twice else 1)
+    spend.calls_at_most += 1 if second_call_tokens is None else 2
+    spend.prompt_tokens_at_most += prompt_tokens + (second_call_tokens or 0)
 
 
 def _row_texts(payload: Mapping[str, Any]) -> list[str]:

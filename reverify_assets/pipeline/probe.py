@@ -40,6 +40,7 @@ def run_probe(
         setup, inputs, rollouts, sample, repeats=PASSES, work=work, seed=seed, concurrency=concurrency, skip_guard=True
     )
     both = sorted(set(first.rewards) & set(second.rewards))
+    once = len(set(first.rewards) ^ set(second.rewards))  # scored by one pass, failed or masked by the other
     between = pair_agreement(*_rewards_of(both, first.rewards, second.rewards))
     compared = [key for key in both if stored.get(key) is not None]
     with_stored = pair_agreement(*_rewards_of(compared, stored, first.rewards))  # type: ignore[arg-type]
@@ -52,12 +53,13 @@ def run_probe(
         sampled_rows=sample.height,
         rows_by_agent=dict(sorted(Counter(sample[AGENT_COLUMN].to_list()).items())),
         failures_by_pass=[first.failed, second.failed],
+        scored_by_one_pass=once,
         between_passes=between,
         with_stored=with_stored,
         stored_missing=sum(1 for key in both if stored.get(key) is None),
         pass_disagreements=_disagreements(both, first.rewards, second.rewards),
         stored_disagreements=_disagreements(compared, stored, first.rewards),  # type: ignore[arg-type]
-        verdict=verdict(between, with_stored, separate_processes=separate),
+        verdict=verdict(between, with_stored, separate_processes=separate, scored_by_one_pass=once),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
 
@@ -74,7 +76,7 @@ def _stored_rewards(inputs: Path, rollouts: Path, sample: pl.DataFrame) -> dict[
     with PairReader(inputs, rollouts) as pairs:
         for task, rollout, input_offset, input_line, rollout_offset, rollout_line in sample.select(columns).iter_rows():
             pair = pairs.read((task, rollout), (input_offset, input_line), (rollout_offset, rollout_line))
-            stored[(task, rollout)] = pair.stored_reward
+            stored[(task, rollout)] = None if pair.stored_masked else pair.stored_reward  # masked: no measurement
     return stored
 
 

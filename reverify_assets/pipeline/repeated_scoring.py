@@ -17,7 +17,7 @@ import polars as pl
 from reverify_assets.lib.jsonl import iter_jsonl
 from reverify_assets.lib.key_index import KEY_COLUMNS
 from reverify_assets.lib.keys import RolloutKey, row_key
-from reverify_assets.lib.row_reward import numeric_reward
+from reverify_assets.lib.row_reward import is_masked, numeric_reward
 from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.verification import VerifyStep, run_verification
@@ -41,7 +41,7 @@ def sample_plan(plan: pl.DataFrame, size: int, seed: int, strata: str | None = N
 
 @dataclass(frozen=True)
 class Scoring:
-    rewards: dict[RolloutKey, float]  # the rows it scored (a failed row is in its sidecar, not here)
+    rewards: dict[RolloutKey, float]  # the rows it scored, unmasked (a failed row is in its sidecar, not here)
     failed: int
     reverify_modes: dict[str, str]  # what each server declared
 
@@ -79,9 +79,10 @@ def score_repeatedly(
 
 
 def _rewards(output: Path) -> dict[RolloutKey, float]:
+    """The scored rows' rewards; a masked row (``mask_sample``) is no measurement, and is left out."""
     rewards = {}
     for entry in iter_jsonl(output):
         reward = numeric_reward(entry.row)
-        if reward is not None:
+        if reward is not None and not is_masked(entry.row):
             rewards[row_key(entry.row, output, entry.line_no)] = reward
     return rewards

@@ -184,6 +184,7 @@ async def verify_plan(
     settled_rows: asyncio.Queue[_Settled | BaseException | None] = asyncio.Queue()
     running: set[asyncio.Task[list[_Settled]]] = set()
     dispatched = 0  # rows taken from the plan to be sent
+    settled_more = asyncio.Event()  # set as rows settle: a dispatch held back by the budget looks again
 
     def hand_over(task: asyncio.Task[list[_Settled]]) -> None:
         running.discard(task)
@@ -226,6 +227,14 @@ async def verify_plan(
                             send(waiting_server, batch)
                             filling[waiting_server] = []
                 await room.acquire()
+                if budget is not None and budget.must_wait(_spent(stats, dispatched)):
+                    for waiting_server, batch in filling.items():  # the rows held back must be on their way
+                        if batch:
+                            send(waiting_server, batch)
+                            filling[waiting_server] = []
+                    while budget.must_wait(_spent(stats, dispatched)):
+                        settled_more.clear()
+                        await settled_more.wait()
                 # Asked once there is room: what the rows settled meanwhile spent counts.
                 if budget is not None and (why := budget.exhausted(_spent(stats, dispatched))) is not None:
                     room.release()
@@ -278,6 +287,7 @@ async def verify_plan(
                 if item.routed.destination is not Destination.NOWHERE:
                     pending[item.routed.destination].append(item.routed.line)
                 _count(stats, item, unreachable)  # may stop the run: the row is pending, and kept
+                settled_more.set()
                 # Rows are written in the order they settle, so one slow row never holds the others back;
                 # write whenever nothing else has settled yet, so finished rows reach disk promptly.
                 if settled_rows.empty() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:

@@ -6,10 +6,12 @@ responses_api_models, name: ...}``), which we cannot change. The launcher starts
 on whatever it cannot answer from the cache (``lib.judge_cache``).
 
 A POST with a JSON object body that is not a streamed request is looked up by the model server's identity (its
-type and config, keys left out: its address changes from run to run, its upstream and model do not), the path
-and the body; a 200 JSON answer is kept. An answer from the cache is the stored body, with
-``"metadata": {"reverify_judge_cache": "hit"}`` added to a Responses API object, which the judge server stores
-in its ``judge_evaluations``: the run counts those as cache hits (``lib.routed_row``). Everything else (GETs, a
+type and config, secrets left out: its address changes from run to run, its upstream and model do not), the
+path with its query and the body; a complete 200 JSON answer is kept (not a Responses object left
+``incomplete``, nor a chat completion cut at ``length``), as the model server gave it: this process knows no
+secret to redact. An answer from the cache is the stored body, with ``"metadata": {"reverify_judge_cache":
+"hit"}`` added to a Responses API object, which the judge server stores in its ``judge_evaluations``: the run
+counts those as cache hits (``lib.routed_row``). Everything else (GETs, a
 failed call, a stream) passes through unchanged and is not kept.
 
 Run as a child of the launcher: reads ``{"endpoint": ..., "target": url, "cache": path}`` on stdin, prints
@@ -46,6 +48,23 @@ def marked_hit(body: bytes) -> bytes:
     return orjson.dumps(reply)
 
 
+def complete_reply(body: bytes) -> bool:
+    """A reply worth keeping: not cut short (a Responses object ``incomplete``, a chat completion stopped at
+    ``length``), which another call might answer in full."""
+    try:
+        reply = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(reply, dict):
+        return False
+    if reply.get("object") == "response":
+        return reply.get("status") == "completed"
+    choices = reply.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0].get("finish_reason") != "length"
+    return True
+
+
 def cacheable_request(method: str, body: bytes) -> dict[str, Any] | None:
     """The request as a key covers it, or None when it is not to be answered from the cache."""
     if method != "POST":
@@ -69,7 +88,7 @@ def build_proxy_app(endpoint: str, target: str, cache_path: Path) -> Any:
     async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         asked = cacheable_request(request.method, body)
-        key = None if asked is None else request_key(KEPT_KIND, f"{endpoint}{request.path}", asked)
+        key = None if asked is None else request_key(KEPT_KIND, f"{endpoint}{request.path_qs}", asked)
         if key is not None and (kept := cache.get(key)) is not None:
             return web.Response(body=marked_hit(kept), content_type="application/json")
         headers = {name: value for name, value in request.headers.items() if name.lower() not in _NOT_FORWARDED}
@@ -83,7 +102,7 @@ def build_proxy_app(endpoint: str, target: str, cache_path: Path) -> Any:
             # As the judge server would have met it calling the model server itself: retryable, and named.
             text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             return web.Response(status=502, text=f"the judge-call cache's proxy could not reach {target}: {text}")
-        if key is not None and status == 200 and content_type == "application/json":
+        if key is not None and status == 200 and content_type == "application/json" and complete_reply(payload):
             cache.put(key, payload)
         return web.Response(status=status, body=payload, headers=passed)
 

@@ -28,6 +28,8 @@ QA: list[tuple[str, str, tuple[str, str], tuple[float, float]]] = [
     ("LOCAL-JUDGE:GARBAGE What is 1+1?", "2", ("2", "2"), (0.0, 0.0)),  # the judge answers without a verdict
 ]
 ROWS = len(QA) * ROLLOUTS_PER_TASK
+NO_VERDICT_TASK = 5  # the question the local judge answers without a verdict (per copy of QA: task % len(QA))
+NO_VERDICT_ROWS = ROLLOUTS_PER_TASK
 
 
 @dataclass

@@ -26,11 +26,15 @@ PRICES = JudgePrices(input_per_million_tokens=1_000_000, output_per_million_toke
         (JudgeBudget(max_calls=10), JudgeSpent(8, 0, 0, 4, 1), "--max-judge-calls 10 reached"),
         (JudgeBudget(max_calls=10), JudgeSpent(10, 0, 0, 10, 0), "--max-judge-calls 10 reached"),
         (JudgeBudget(max_calls=10), JudgeSpent(0, 0, 0, 30, 0), None),  # rows the cache answered cost nothing
+        # ... but the rows in flight still count a call each: a cached stretch does not let 128 rows out.
+        (JudgeBudget(max_calls=10), JudgeSpent(2, 0, 0, 30, 8), "--max-judge-calls 10 reached"),
+        (JudgeBudget(max_calls=10), JudgeSpent(2, 0, 0, 30, 7), None),
         (JudgeBudget(max_cost=100, prices=PRICES), JudgeSpent(1, 60, 20, 1, 0), "--max-cost 100 reached"),
         (JudgeBudget(max_cost=100, prices=PRICES), JudgeSpent(2, 40, 5, 2, 0), None),  # 50 spent, 25 a row
         (JudgeBudget(max_cost=100, prices=PRICES), JudgeSpent(2, 40, 5, 2, 1), None),  # 50 + 25 + 25 = 100
         (JudgeBudget(max_cost=100, prices=PRICES), JudgeSpent(2, 40, 5, 2, 2), "--max-cost 100 reached"),
-        (JudgeBudget(max_cost=100, prices=PRICES), JudgeSpent(0, 0, 0, 0, 500), None),  # nothing known yet
+        (JudgeBudget(max_cost=100, prices=PRICES), JudgeSpent(2, 40, 5, 10, 2), "--max-cost 100 reached"),
+        (JudgeBudget(max_cost=100, prices=PRICES), JudgeSpent(0, 0, 0, 0, 500), None),  # see must_wait
     ],
 )
 def test_when_one_more_row_may_be_sent(budget: JudgeBudget, spent: JudgeSpent, why: str | None) -> None:
@@ -63,3 +67,19 @@ def test_when_one_more_row_may_be_sent(budget: JudgeBudget, spent: JudgeSpent, w
 def test_what_a_rows_judge_calls_took(evaluations: list[dict[str, Any]], tokens: tuple[int, int]) -> None:
     made = routed({"reward": 1.0, "judge_evaluations": evaluations})
     assert (made.judge_input_tokens, made.judge_output_tokens) == tokens
+
+
+@pytest.mark.parametrize(
+    ("budget", "spent", "waits"),
+    [
+        (JudgeBudget(max_cost=1, prices=PRICES), JudgeSpent(0, 0, 0, 0, 0), False),  # the first row goes
+        (JudgeBudget(max_cost=1, prices=PRICES), JudgeSpent(0, 0, 0, 0, 1), True),  # the next waits for its cost
+        (JudgeBudget(max_cost=1, prices=PRICES), JudgeSpent(0, 0, 0, 5, 1), True),  # cached rows priced nothing
+        (JudgeBudget(max_cost=1, prices=PRICES), JudgeSpent(1, 3, 1, 1, 1), False),  # a call's cost is known
+        (JudgeBudget(max_calls=5), JudgeSpent(0, 0, 0, 0, 3), False),  # a call budget needs no price
+    ],
+)
+def test_a_cost_budget_holds_rows_back_until_a_call_is_priced(
+    budget: JudgeBudget, spent: JudgeSpent, waits: bool
+) -> None:
+    assert budget.must_wait(spent) is waits

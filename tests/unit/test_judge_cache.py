@@ -102,14 +102,20 @@ def test_a_cache_that_cannot_be_written_still_answers_the_caller(tmp_path: Path)
 # --- the built-in judge with a cache ----------------------------------------------------------------------
 
 
-def judged_twice(tmp_path: Path, replies: list[Reply], *, second_fields: dict[str, Any] | None = None) -> Any:
+def judged_twice(
+    tmp_path: Path,
+    replies: list[Reply],
+    *,
+    first_fields: dict[str, Any] | None = None,
+    second_fields: dict[str, Any] | None = None,
+) -> Any:
     """The same row verified by two servers in turn (two runs), against one scripted judge."""
 
     async def both() -> tuple[list[dict[str, Any]], ScriptedJudge]:
         judge = ScriptedJudge(replies)
         results = []
         async with TestServer(judge.app()) as test_server:
-            for fields in ({}, second_fields or {}):
+            for fields in (first_fields or {}, second_fields or {}):
                 config = judge_config(str(test_server.make_url("")), **fields)
                 server = EquivalenceJudgeServer(config)
                 await server.open()
@@ -143,9 +149,23 @@ def test_a_second_run_is_answered_from_the_cache_and_says_so(tmp_path: Path, cac
 def test_the_verdict_is_read_again_from_a_cached_reply(tmp_path: Path, cache_file: Path) -> None:
     """The reply is kept, not the verdict: other labels apply to it without a call."""
     replies = [completion("SAME")]
-    (first, second), judge = judged_twice(tmp_path, replies, second_fields={"judge_equal_label": "SAME"})
+    (first, second), judge = judged_twice(tmp_path, replies, first_fields={"judge_equal_label": "SAME"})
     assert len(judge.requests) == 1
-    assert first["reward"] == 0.0 and second["reward"] == 1.0
+    assert first["reward"] == 1.0 and second["reward"] == 0.0
+    assert second["judge_evaluations"][0]["judgement_parsing_issues"] == ["no_verdict"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        completion("I cannot decide."),  # no verdict in it: another call may give one
+        completion("[[A=B]] but then", finish_reason="length"),  # cut short
+        completion(None),  # no text at all
+    ],
+)
+def test_a_reply_without_a_whole_verdict_is_not_kept(tmp_path: Path, cache_file: Path, reply: Reply) -> None:
+    _, judge = judged_twice(tmp_path, [reply])
+    assert len(judge.requests) == 2
 
 
 def test_a_changed_prompt_asks_the_judge_again(tmp_path: Path, cache_file: Path) -> None:

@@ -117,6 +117,8 @@ async def _post_json(client: TestClient, path: str, body: dict[str, Any]) -> lis
         (503, '{"error": "overloaded"}', "application/json"),
         (401, '{"error": "bad key"}', "application/json"),
         (200, "<html>ok</html>", "text/html"),
+        (200, '{"object": "response", "status": "incomplete", "output": []}', "application/json"),  # cut short
+        (200, '{"choices": [{"finish_reason": "length", "message": {}}]}', "application/json"),
     ],
 )
 def test_what_is_not_a_json_success_passes_through_and_is_not_kept(

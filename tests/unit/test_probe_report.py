@@ -49,6 +49,11 @@ def test_verdicts(between: tuple[int, int], stored: tuple[int, int], separate: b
     assert said.startswith(start), said
 
 
+def test_a_row_scored_by_one_pass_only_is_a_disagreement() -> None:
+    said = verdict(agreement(10, 10), agreement(10, 10), separate_processes=True, scored_by_one_pass=2)  # type: ignore[arg-type]
+    assert said.startswith("NOT DETERMINISTIC: 2 of 12 rows got different rewards (2 scored by one pass only)")
+
+
 def test_a_stratified_sample_gives_each_agent_its_share_and_a_small_one_a_row() -> None:
     agents = ["big"] * 900 + ["mid"] * 95 + ["tiny"] * 5
     plan = pl.DataFrame({"task": list(range(1000)), "rollout": [0] * 1000, "agent": agents})

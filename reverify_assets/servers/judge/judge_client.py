@@ -170,9 +170,13 @@ class JudgeClient:
     def __repr__(self) -> str:  # the headers hold the key: never show them
         return f"JudgeClient(url={self.url!r}, attempts={self.retry.attempts})"
 
-    async def complete(self, request: Mapping[str, Any]) -> JudgeReply:
+    async def complete(
+        self, request: Mapping[str, Any], worth_keeping: Callable[[JudgeReply], bool] = lambda _: True
+    ) -> JudgeReply:
         """The judge's reply, or JudgeCallFailed with the reason of the last attempt. A throttled reply that
-        says how long to wait is waited out without spending an attempt, up to ``MAX_THROTTLED_WAIT_S``."""
+        says how long to wait is waited out without spending an attempt, up to ``MAX_THROTTLED_WAIT_S``.
+        ``worth_keeping``: whether the cache may keep a reply (one with no verdict in it is asked again next time);
+        a reply cut short or with no text never is."""
         cache = self.cache
         if cache is None:
             return await self._call(orjson.dumps(request))
@@ -180,7 +184,9 @@ class JudgeClient:
         if (kept := _cached_reply(cache.get(key))) is not None:
             return kept
         reply = await self._call(orjson.dumps(request))
-        cache.put(key, orjson.dumps({"text": reply.text, "finish_reason": reply.finish_reason, "usage": reply.usage}))
+        if reply.text is not None and not reply.truncated and worth_keeping(reply):
+            kept_reply = {"text": reply.text, "finish_reason": reply.finish_reason, "usage": reply.usage}
+            cache.put(key, orjson.dumps(kept_reply))
         return reply
 
     async def _call(self, body: bytes) -> JudgeReply:

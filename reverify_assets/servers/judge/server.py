@@ -18,7 +18,7 @@ from reverify_assets.lib.routed_row import CACHED_EVALUATION_FIELD, USAGE_FIELD
 from reverify_assets.servers.judge import metrics as judge_metrics
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed, judge_failed_row
-from reverify_assets.servers.judge.judge_client import JudgeClient, Sleep, chat_completions_url
+from reverify_assets.servers.judge.judge_client import JudgeClient, JudgeReply, Sleep, chat_completions_url
 from reverify_assets.servers.judge.prompt import (
     fill_prompt,
     judge_messages,
@@ -26,7 +26,7 @@ from reverify_assets.servers.judge.prompt import (
     last_user_text,
     narrow,
 )
-from reverify_assets.servers.judge.verdict import parse_verdict
+from reverify_assets.servers.judge.verdict import Verdict, parse_verdict
 from reverify_assets.servers.protocol import BadVerifyRequest, MetricsHooks, ResourcesServer, ReverifyMode
 
 __all__ = ["EquivalenceJudgeConfig", "EquivalenceJudgeServer", "JudgeRequest", "parse_request"]
@@ -237,13 +237,13 @@ class EquivalenceJudgeServer(ResourcesServer):
         request = judge_request(cfg, question, expected_answer, generated_answer)
         if self._client is None:
             raise RuntimeError("the equivalence judge server was not opened")
-        reply = await self._client.complete(request)
-        verdict = parse_verdict(
-            reply.text,
-            equal_label=cfg.judge_equal_label,
-            not_equal_label=cfg.judge_not_equal_label,
-            truncated=reply.truncated,
-        )
+
+        def verdict_of(reply: JudgeReply) -> Verdict:
+            labels = {"equal_label": cfg.judge_equal_label, "not_equal_label": cfg.judge_not_equal_label}
+            return parse_verdict(reply.text, **labels, truncated=reply.truncated)
+
+        reply = await self._client.complete(request, worth_keeping=lambda kept: verdict_of(kept).label is not None)
+        verdict = verdict_of(reply)
         evaluation: Evaluation = {
             "responses_create_params": request,
             "response": reply.text,
