@@ -183,3 +183,33 @@ def test_the_comparison_shows_its_flip_table_and_per_task_change_without_a_click
         except BaseException:
             page.screenshot("failure")
             raise
+
+
+def test_the_verifier_probe_is_materialized_from_the_ui_and_shows_its_verdict_and_check(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path, tasks=10), tmp_path / "home"
+    rescoring = rescoring_of(project)
+    kept = home / "reverify_probes" / f"{rescoring.setup.config_hash}.json"
+    with running_ui(project.root, home, tmp_path / "ui.log") as url, chromium(url, tmp_path / "screenshots") as page:
+        try:
+            page.open(f"/assets/{project.name}/verifier_probe")
+            page.click("//button[contains(., 'Materialize')]", "the Materialize button")
+            page.wait_for("//button[normalize-space()='Launch backfill']", "the launch dialog")
+            page.click("//button[normalize-space()='All']", "All: its one partition, the current verifier config")
+            # One partition selected: the dialog launches one run instead of a backfill.
+            page.screenshot("probe-launch-dialog")
+            page.click("//button[normalize-space()='Launch 1 run']", "Launch 1 run")
+            assert wait_until(kept.is_file, BACKFILL_S, poll_s=1), f"no probe report (see {tmp_path / 'ui.log'})"
+            page.wait_for_on_reload(
+                f"/assets/{project.name}/verifier_probe?view=events",
+                "//*[contains(text(), 'CONSISTENT WITH STATELESS: two separately started servers agree on all 40')]",
+                "the verdict in the materialization's metadata",
+            )
+            page.screenshot("probe-verdict")
+            page.open(f"/assets/{project.name}/verifier_probe?view=checks")
+            page.wait_for("//*[contains(text(), 'stateless_evidence')]", "the probe's check")
+            page.screenshot("probe-check")
+        except BaseException:
+            page.screenshot("failure")
+            raise
+    report = orjson.loads(kept.read_bytes())
+    assert report["between_passes"]["agree"] == report["between_passes"]["rows"] == report["sampled_rows"]
