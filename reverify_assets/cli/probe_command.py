@@ -12,18 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sources, report_path
+from reverify_assets.lib.probe_files import DEFAULT_PROBE_SAMPLE
 
 if TYPE_CHECKING:
     from reverify_assets.compare.probe_report import PairAgreement, ProbeReport
-
-DEFAULT_SAMPLE = 300  # as pipeline.probe's, which this module does not import before it runs
 
 
 def add_probe_parser(commands: Any) -> None:
     probe = commands.add_parser(
         "probe", help="score a sample twice on fresh servers: is re-scoring with this config sound?"
     )
-    add_sample_arguments(probe, DEFAULT_SAMPLE)
+    add_sample_arguments(probe, DEFAULT_PROBE_SAMPLE)
     probe.add_argument("--output", "-o", help="also write the report here (.json)")
 
 

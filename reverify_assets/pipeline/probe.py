@@ -21,7 +21,6 @@ from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, in
 from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
 from reverify_assets.pipeline.row_source import PairReader
 
-DEFAULT_SAMPLE = 300  # a few hundred rows: a stateful server shows within them, and both passes take seconds
 AGENT_COLUMN = "agent"
 NO_AGENT = "(no agent_ref)"
 PASSES = 2

@@ -9,9 +9,9 @@ from reverify_assets.compare.probe_report import ProbeReport
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import write_json_atomic
 from reverify_assets.lib.judge_cache import judge_cache_off
-from reverify_assets.lib.probe_files import probe_report_path
+from reverify_assets.lib.probe_files import DEFAULT_PROBE_SAMPLE, probe_report_path
 from reverify_assets.pipeline.preparation import VerifierSetup
-from reverify_assets.pipeline.probe import DEFAULT_SAMPLE, run_probe
+from reverify_assets.pipeline.probe import run_probe
 from reverify_assets.rescoring.sources import discover_sources
 from reverify_assets.rescoring.spec import RescoringSpec
 
@@ -26,7 +26,7 @@ def probe_first_source(spec: RescoringSpec, setup: VerifierSetup) -> tuple[Probe
     kept.parent.mkdir(parents=True, exist_ok=True)
     with judge_cache_off(), tempfile.TemporaryDirectory(prefix=".reverify-probe-", dir=kept.parent) as work:
         report = run_probe(
-            setup, source.inputs, source.rollouts, size=DEFAULT_SAMPLE, seed=0, concurrency=64, work=Path(work)
+            setup, source.inputs, source.rollouts, size=DEFAULT_PROBE_SAMPLE, seed=0, concurrency=64, work=Path(work)
         )
     write_json_atomic(kept, report.model_dump(mode="json"))
     return report, kept
