@@ -24,9 +24,6 @@ from dagster._core.remote_origin import (
 )
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
-from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import interrupts
-
 # Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead. One process, as
 # on the command line, for the run and for its re-execution from the UI.
 IN_PROCESS_RUN_CONFIG = {
@@ -90,24 +87,3 @@ def _runs_originate_in(instance: dg.DagsterInstance, origin: RemoteJobOrigin) ->
         yield
     finally:
         del instance.create_run_for_job  # the class's method again
-
-
-@contextmanager
-def command_errors() -> Iterator[None]:
-    """Around a command's run in this process: a step's error comes out as the command's, Ctrl-C as itself."""
-    try:
-        yield
-    except dg.DagsterExecutionStepExecutionError as exc:
-        raise _user_error(exc) from exc
-    except dg.DagsterExecutionInterruptedError as exc:  # Ctrl-C, as Dagster raises it inside a step
-        raise KeyboardInterrupt from exc
-    finally:
-        interrupts.reinstate()
-
-
-def _user_error(exc: dg.DagsterExecutionStepExecutionError) -> BaseException:
-    """Our own errors come out as they are; anything else keeps Dagster's context."""
-    cause = exc.user_exception
-    if isinstance(cause, ReverifyError | KeyboardInterrupt):
-        return cause
-    return ReverifyError(f"step {exc.step_key!r} failed: {type(cause).__name__}: {cause}")

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
+from reverify_assets.defs.checks import ONE_CONFIG
+from reverify_assets.defs.failures import Refusal, step_failures
 from reverify_assets.defs.handles import content_version
 from reverify_assets.defs.rescoring_defs import RescoringDefs
-from reverify_assets.defs.shard_events import ONE_CONFIG
 from reverify_assets.errors import ReverifyError
 from reverify_assets.rescoring.spec import COMPARISON_DIR
 
@@ -57,6 +58,7 @@ def build_comparison(variants: Sequence[RescoringDefs]) -> ComparisonDefs | None
             "the mean reward change with its task-resampled interval, and the per-task change."
         ),
     )
+    @step_failures
     def comparison(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         # Imported here: the statistics and matplotlib take a second or two to import, and only this step uses them.
         from reverify_assets.compare.key_metrics import HookChoice
@@ -72,18 +74,18 @@ def build_comparison(variants: Sequence[RescoringDefs]) -> ComparisonDefs | None
                 outcomes.append(compare_pair(pair, folder, hooks))
             except MixedConfigsError as exc:
                 variant = pair.baseline if exc.role == "baseline" else pair.candidate
-                raise dg.Failure(
-                    description=(
+                raise Refusal(
+                    ReverifyError(
                         f"cannot compare {pair.baseline} with {pair.candidate}: the merged output of variant "
                         f"{variant!r} ({exc.path}) mixes rows of {len(exc.configs)} verifier configs: "
                         f"{describe_configs(exc.configs)}. A comparison needs one config per side: the "
                         f"`{ONE_CONFIG}` check of {spec.name}/{variant}/aggregate_metrics_{variant} counts the rows "
                         "of each; re-score the shards holding the others."
                     ),
-                    metadata={"merged output": dg.MetadataValue.path(str(exc.path))},
-                ) from exc
+                    {"merged output": dg.MetadataValue.path(str(exc.path))},
+                ) from None
             except ReverifyError as exc:
-                raise dg.Failure(description=f"cannot compare {pair.baseline} with {pair.candidate}: {exc}") from exc
+                raise ReverifyError(f"cannot compare {pair.baseline} with {pair.candidate}: {exc}") from None
         context.log.info("compared %s with %s", baseline_name, ", ".join(name for name, _ in others))
         return dg.MaterializeResult(
             metadata=comparison_metadata(outcomes),

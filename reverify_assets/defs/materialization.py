@@ -15,7 +15,8 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.assets import ALL_ASSETS, OUTPUTS
-from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, command_errors, run_job
+from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, run_job
+from reverify_assets.defs.failures import command_errors
 from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c

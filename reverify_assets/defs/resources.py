@@ -150,7 +150,7 @@ def refuse_other_partition(partition_key: str, resource: str, writes: str) -> No
     """A run's partition names the output its resource writes: one launched on another output's partition
     would record these files' results as that output's."""
     if partition_key != writes:
-        raise dg.Failure(
+        raise ReverifyError(
             f"this run is of partition {partition_key!r}, but its {resource} resource writes {writes!r}: launch "
             f"it on partition {writes!r} (add it if the partitions list lacks it), or set the resource's output "
             "to the partition's file"

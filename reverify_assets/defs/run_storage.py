@@ -17,6 +17,8 @@ from urllib.parse import quote
 
 import dagster as dg
 
+from reverify_assets.defs.failures import Refusal
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.atomic_files import write_bytes_atomic
 
 IO_FOLDER = "io"
@@ -36,10 +38,12 @@ class RunScopedIOManager(dg.ConfigurableIOManager):
         for path in candidates:
             if path.exists():
                 return pickle.loads(path.read_bytes())
-        raise dg.Failure(
-            f"asset {context.asset_key.to_user_string()} has no stored value"
-            f"{f' for partition {context.asset_partition_key}' if context.has_asset_partitions else ''}: "
-            "materialize it (and what it depends on) first"
+        raise Refusal(
+            ReverifyError(
+                f"asset {context.asset_key.to_user_string()} has no stored value"
+                f"{f' for partition {context.asset_partition_key}' if context.has_asset_partitions else ''}: "
+                "materialize it (and what it depends on) first"
+            )
         )
 
 

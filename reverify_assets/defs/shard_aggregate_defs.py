@@ -6,7 +6,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, command_errors, run_job
+from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, run_job
+from reverify_assets.defs.failures import command_errors, step_failures
 from reverify_assets.defs.handles import MergedShardsHandle, content_version
 from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
@@ -28,6 +29,7 @@ SHARD_AGGREGATE_RESOURCE = "shard_aggregate"
     partitions_def=MERGED_OUTPUTS,
     description="Shard outputs merged in key order into one output, and NeMo Gym's aggregate metrics of it.",
 )
+@step_failures
 def aggregated_shards(
     context: dg.AssetExecutionContext,
     shard_aggregate: ShardAggregateResource,

@@ -1,0 +1,106 @@
+"""Our errors in a Dagster step: a deliberate Failure that leads with our message in the UI, and the same error
+back on the command line."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from reverify_assets.defs.failures import Refusal, command_errors, step_failures
+from reverify_assets.errors import ReverifyError, UsageError, WriteError
+
+
+@pytest.mark.parametrize(
+    ("error", "description", "metadata"),
+    [
+        (
+            ReverifyError("rollouts.jsonl:3: not valid JSON"),
+            "rollouts.jsonl:3: not valid JSON",
+            {"error": "ReverifyError", "exit code": 1},
+        ),
+        (UsageError("--append needs --judge-failed-only"), "--append needs --judge-failed-only", {"exit code": 2}),
+        (
+            WriteError(Path("/out/r.jsonl"), OSError(errno.ENOSPC, "No space left on device")),
+            "cannot write /out/r.jsonl: No space left on device",
+            {"error": "WriteError", "file": "/out/r.jsonl"},
+        ),
+        (
+            ReverifyError("the metrics are not written\n  reverify aggregate --config c.yaml"),
+            "the metrics are not written",
+            {"details": "reverify aggregate --config c.yaml"},
+        ),
+    ],
+    ids=["plain", "usage", "a file", "several lines"],
+)
+def test_a_refusal_leads_with_the_first_line_and_keeps_the_rest_as_metadata(
+    error: ReverifyError, description: str, metadata: dict[str, object]
+) -> None:
+    refusal = Refusal(error)
+    assert refusal.description == description and refusal.error is error
+    shown = {key: getattr(value, "value", value) for key, value in refusal.metadata.items()}
+    assert metadata.items() <= shown.items(), shown
+
+
+REFUSED = ReverifyError("output /x/r.jsonl exists: pass --overwrite or --resume")
+
+
+@dg.asset
+@step_failures
+def returns(context: dg.AssetExecutionContext) -> None:
+    raise REFUSED
+
+
+@dg.asset
+@step_failures
+def generates(context: dg.AssetExecutionContext) -> Iterator[dg.Output[None]]:
+    yield from ()
+    raise REFUSED
+
+
+@dg.asset
+@step_failures
+def breaks(context: dg.AssetExecutionContext) -> None:
+    raise KeyError("a bug")
+
+
+@pytest.mark.parametrize("asset", [returns, generates], ids=["function", "generator"])
+def test_a_step_refused_on_purpose_fails_as_dagsters_failure_with_our_message_and_no_cause(
+    asset: dg.AssetsDefinition,
+) -> None:
+    result = dg.materialize([asset], raise_on_error=False)
+    [failure] = [event for event in result.all_events if event.is_step_failure]
+    data = failure.step_failure_data
+    assert data.user_failure_data is not None and data.user_failure_data.label == "intentional-failure"
+    assert data.user_failure_data.description == str(REFUSED)
+    # What the UI shows: our message alone, no Dagster wrapper, no stack trace, no cause.
+    assert data.error is not None and data.error.message == f"{REFUSED}\n" and data.error.cls_name == "ReverifyError"
+    assert data.error.stack == [] and data.error.cause is None
+
+
+def test_an_unexpected_error_keeps_dagsters_wrapper_and_its_traceback() -> None:
+    result = dg.materialize([breaks], raise_on_error=False)
+    [failure] = [event for event in result.all_events if event.is_step_failure]
+    data = failure.step_failure_data
+    assert data.user_failure_data is None
+    assert data.error is not None and data.error.cause is not None and data.error.cause.cls_name == "KeyError"
+
+
+@pytest.mark.parametrize("asset", [returns, generates], ids=["function", "generator"])
+def test_the_command_line_gets_our_error_back_as_it_was_raised(asset: dg.AssetsDefinition) -> None:
+    with pytest.raises(ReverifyError) as raised, command_errors():
+        dg.materialize([asset])
+    assert raised.value is REFUSED
+
+
+def test_dagsters_own_failure_reaches_the_command_line_as_our_error() -> None:
+    @dg.asset
+    def stops() -> None:
+        raise dg.Failure(description="this run is of partition 'a', but its resource writes 'b'")
+
+    with pytest.raises(ReverifyError, match=r"^this run is of partition 'a', but its resource writes 'b'$"):
+        with command_errors():
+            dg.materialize([stops])
