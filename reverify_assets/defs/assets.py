@@ -21,6 +21,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from reverify_assets.defs.checks import ONE_CONFIG, check_spec, merged_configs_result
+from reverify_assets.defs.failures import step_failures
 from reverify_assets.defs.handles import (
     IndexHandle,
     OutputHandle,
@@ -61,7 +63,6 @@ from reverify_assets.verifier.client import AggregateMetricsFailed
 
 RESCORING = "reverify"
 RECOVERY = "judge_recovery"
-MIXED_PROVENANCE_CHECK = "one_verifier_config"
 # One partition per output file (its absolute path): each `reverify run` has its own history and lineage, and a
 # run on other files leaves the partitions of this one, a judge recovery's among them, as they were.
 OUTPUTS = dg.DynamicPartitionsDefinition(name="reverify_outputs")
@@ -77,6 +78,7 @@ def _this_output(context: dg.AssetExecutionContext, rescoring: RescoringResource
     partitions_def=OUTPUTS,
     description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key.",
 )
+@step_failures
 def materialized_inputs(
     context: dg.AssetExecutionContext, rescoring: RescoringResource, startup: dg.ResourceParam[StartupHandoff]
 ) -> dg.Output[IndexHandle]:
@@ -97,6 +99,7 @@ def materialized_inputs(
     partitions_def=OUTPUTS,
     description="The stored rollouts (responses and original rewards), indexed by key.",
 )
+@step_failures
 def rollouts(
     context: dg.AssetExecutionContext, rescoring: RescoringResource, startup: dg.ResourceParam[StartupHandoff]
 ) -> dg.Output[IndexHandle]:
@@ -160,6 +163,7 @@ def _plan(
     partitions_def=OUTPUTS,
     description="The /verify requests: every rollout joined to its input row by (task, rollout), routed to a server.",
 )
+@step_failures
 def verify_payloads(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
@@ -215,6 +219,7 @@ def _verify(
         "reverify_failures": dg.AssetOut(description="The failures sidecar: rows the verifier could not score."),
     },
 )
+@step_failures
 def reverify(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
@@ -268,6 +273,7 @@ def _aggregate(
     partitions_def=OUTPUTS,
     description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server.",
 )
+@step_failures
 def aggregate_metrics(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
@@ -286,6 +292,7 @@ def aggregate_metrics(
     partitions_def=OUTPUTS,
     description="The source failures: judge_failed / judge_invalid rows of <rollouts stem>_failures.jsonl.",
 )
+@step_failures
 def judge_failures(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
     _this_output(context, rescoring)
     source = source_failures_path(Path(rescoring.rollouts))
@@ -304,6 +311,7 @@ def judge_failures(context: dg.AssetExecutionContext, rescoring: RescoringResour
     partitions_def=OUTPUTS,
     description="The /verify requests that re-judge the stored responses of the failures.",
 )
+@step_failures
 def recovery_payloads(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
@@ -325,6 +333,7 @@ def recovery_payloads(
         "recovery_failures": dg.AssetOut(description="The output's sidecar: rows the judge failed again."),
     },
 )
+@step_failures
 def recover(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
@@ -343,14 +352,16 @@ def recover(
     partitions_def=OUTPUTS,
     description="The output after recovery: the successes carried over verbatim plus the re-judged rows.",
     check_specs=[
-        dg.AssetCheckSpec(
-            MIXED_PROVENANCE_CHECK,
-            asset="merged_rollouts",
-            description="Every scored row of the merge came from one verifier config (rows of unknown provenance "
-            "are reported, not judged).",
+        check_spec(
+            ONE_CONFIG,
+            "merged_rollouts",
+            "Every scored row of the merge came from one verifier config (rows of unknown provenance are reported, "
+            "not judged).",
+            OUTPUTS,
         )
     ],
 )
+@step_failures
 def merged_rollouts(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
@@ -365,14 +376,12 @@ def merged_rollouts(
         if not rescoring.append:  # a fresh output is ours to put in key order; an appended one is the user's file
             sort_by_key(output)
     summary = summarize_output(output)
-    by_config = dg.MetadataValue.json(dict(summary.rows_by_config))
-    known = summary.known_configs
     metadata: dict[str, object] = {
         "file": dg.MetadataValue.path(str(output)),
         "rows": summary.rows,
         "seeded this run": seeded,
         "recovered this run": recovered_rows.written_this_run,
-        "rows by verifier config": by_config,
+        "rows by verifier config": dg.MetadataValue.json(dict(summary.rows_by_config)),
         "verifier config hash": recovered_rows.config_hash,
     }
     if summary.mean_reward is not None:
@@ -382,13 +391,7 @@ def merged_rollouts(
         metadata=metadata,
         data_version=content_version(output),
     )
-    yield dg.AssetCheckResult(
-        check_name=MIXED_PROVENANCE_CHECK,
-        passed=len(known) <= 1,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={"rows by verifier config": by_config, "configs": len(known)},
-        description=None if len(known) <= 1 else f"the merged rows were scored by {len(known)} configs: {known}",
-    )
+    yield merged_configs_result(summary)
 
 
 @dg.asset(
@@ -396,6 +399,7 @@ def merged_rollouts(
     partitions_def=OUTPUTS,
     description="The aggregate metrics of the merged output, as a clean run would give.",
 )
+@step_failures
 def merged_aggregate_metrics(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,

@@ -11,7 +11,6 @@ disk under its hash, are current again. The three shard assets are one step (the
 verifier's servers), so any selection of them re-plans and re-scores together.
 """
 
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,17 @@ from typing import Any
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from reverify_assets.compare.probe_report import CONSISTENT, DRIFTED
+from reverify_assets.defs.checks import (
+    FAILURE_RATE,
+    JOIN_COMPLETE,
+    NO_DUPLICATE_KEYS,
+    ONE_CONFIG,
+    STATELESS_EVIDENCE,
+    check_spec,
+    one_config_result,
+    stateless_evidence_result,
+)
+from reverify_assets.defs.failures import step_failures
 from reverify_assets.defs.handles import content_version
 from reverify_assets.defs.metadata import (
     aggregate_metadata,
@@ -27,30 +36,21 @@ from reverify_assets.defs.metadata import (
     probe_metadata,
 )
 from reverify_assets.defs.run_tags import CONFIG_TAG, RESCORING_TAG, VARIANT_TAG
-from reverify_assets.defs.shard_events import (
-    FAILURE_RATE,
-    JOIN_COMPLETE,
-    NO_DUPLICATE_KEYS,
-    ONE_CONFIG,
-    join_problems,
-    one_config_result,
-    payload_events,
-    verified_events,
-)
+from reverify_assets.defs.shard_events import join_problems, payload_events, verified_events
+from reverify_assets.errors import ReverifyError
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.rescoring.layout import RescoringLayout
 from reverify_assets.rescoring.shard_aggregate import merge_included_shards
 from reverify_assets.rescoring.shard_gate import gate_shards
 from reverify_assets.rescoring.shard_work import plan_shard_files, verify_shard
 from reverify_assets.rescoring.source_probe import probe_first_source
-from reverify_assets.rescoring.spec import RescoringSpec
+from reverify_assets.rescoring.spec import RescoringSpec, Schedule
 from reverify_assets.rescoring.status import ShardPartitions
 
 VERIFIER_POOL = "verifier"
 SHARD_DIMENSION = "shard"
 CONFIG_DIMENSION = "verifier_config"
 SHARD_TAG = f"dagster/partition/{SHARD_DIMENSION}"  # Dagster's own tag, one per dimension
-STATELESS_EVIDENCE = "stateless_evidence"
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,8 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         for asset in ("shard_payloads", "reverified_shard", "shard_failures", "aggregate_metrics", "verifier_probe")
     )
 
-    def check(check_name: str, asset: dg.AssetKey, description: str) -> dg.AssetCheckSpec:
-        with warnings.catch_warnings():  # partitioned checks are a preview; they say which shard they checked
-            warnings.simplefilter("ignore", dg.PreviewWarning)
-            return dg.AssetCheckSpec(
-                check_name, asset=asset, blocking=True, description=description, partitions_def=partitions
-            )
+    def shard_check(check_name: str, asset: dg.AssetKey, description: str) -> dg.AssetCheckSpec:
+        return check_spec(check_name, asset, description, partitions, blocking=True)
 
     @dg.multi_asset(
         name=f"{name}__rescore_shard",  # op names are global to the code location: one per rescoring
@@ -132,18 +128,23 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
             ),
         ],
         check_specs=[
-            check(JOIN_COMPLETE, payloads_key, "every rollout of the shard has its materialized input row"),
-            check(NO_DUPLICATE_KEYS, payloads_key, "no (task, rollout) key appears twice in the rollouts or inputs"),
-            check(FAILURE_RATE, reverified_key, f"at most {spec.max_failure_rate:.1%} of the shard's rows failed"),
+            shard_check(JOIN_COMPLETE, payloads_key, "every rollout of the shard has its materialized input row"),
+            shard_check(
+                NO_DUPLICATE_KEYS, payloads_key, "no (task, rollout) key appears twice in the rollouts or inputs"
+            ),
+            shard_check(
+                FAILURE_RATE, reverified_key, f"at most {spec.max_failure_rate:.1%} of the shard's rows failed"
+            ),
         ],
     )
+    @step_failures
     def rescore_shard(context: dg.AssetExecutionContext) -> Iterator[Any]:
         """Plans the shard, then every /verify call of it, asyncio in this one step."""
         shard = _shard_of(context, setup.config_hash)
         planned = plan_shard_files(layout, setup, shard)
         yield from payload_events(payloads_key, planned)
         if not planned.is_sound:  # the join checks block the verification, here in the same step
-            raise dg.Failure(f"shard {shard}: {join_problems(planned)}: not verified")
+            raise ReverifyError(f"shard {shard}: {join_problems(planned)}: not verified")
         verified = verify_shard(planned, layout, setup)
         yield from verified_events(
             reverified_key, failures_key, shard, verified, setup.config_hash, spec.max_failure_rate
@@ -161,23 +162,20 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
             )
         ],
         description="NeMo Gym's aggregate metrics over every current shard, merged in key order.",
-        # Once every registered shard has results of the current config and none is running: a UI backfill of
-        # the missing shards ends with the aggregate, as `reverify backfill` does.
-        automation_condition=dg.AutomationCondition.eager(),
+        automation_condition=aggregate_condition(spec.schedule),
         check_specs=[
-            dg.AssetCheckSpec(
-                ONE_CONFIG,
-                asset=aggregate_key,
-                description="every merged row carries the current verifier config's hash",
+            check_spec(
+                ONE_CONFIG, aggregate_key, "every merged row carries the current verifier config's hash", configs
             )
         ],
     )
+    @step_failures
     def aggregate_metrics(context: dg.AssetExecutionContext) -> Iterator[Any]:
         _check_config(context.partition_key, setup.config_hash)
         registered = context.instance.get_dynamic_partitions(shards.name)
         gate = gate_shards(layout, registered, spec.max_failure_rate)
         if not gate.included:
-            raise dg.Failure(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
+            raise ReverifyError(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
         merged = merge_included_shards(layout, setup, gate, registered)
         entries = merged.entries
         metadata = aggregate_metadata(layout.merged_metrics, entries, setup.config_hash) if entries else {}
@@ -203,23 +201,20 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         "twice by servers started apart, in different orders, against itself and the rewards the rollouts stored. "
         "Materialize it before trusting a rescore with servers that do not declare themselves stateless.",
         check_specs=[
-            dg.AssetCheckSpec(
+            check_spec(
                 STATELESS_EVIDENCE,
-                asset=probe_key,
-                description="the two passes agree on every sampled row (else a warning: the rescore may be unsound)",
+                probe_key,
+                "the two passes agree on every sampled row (else a warning: the rescore may be unsound)",
+                configs,
             )
         ],
     )
+    @step_failures
     def verifier_probe(context: dg.AssetExecutionContext) -> Iterator[Any]:
         _check_config(context.partition_key, setup.config_hash)
         report, kept = probe_first_source(spec, setup)
         yield dg.Output(None, metadata=probe_metadata(report, kept))
-        yield dg.AssetCheckResult(
-            check_name=STATELESS_EVIDENCE,
-            passed=report.verdict.startswith(CONSISTENT) or report.verdict.startswith(DRIFTED),
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={"verdict": report.verdict},
-        )
+        yield stateless_evidence_result(report)
 
     # However a run of this rescoring is launched (the UI, the schedule, the CLI), it says which one it is.
     job_tags = {RESCORING_TAG: name, CONFIG_TAG: setup.config_hash, **({VARIANT_TAG: variant} if variant else {})}
@@ -243,6 +238,27 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
     )
 
 
+def aggregate_condition(schedule: Schedule | None) -> dg.AutomationCondition:
+    """Eager: once every registered shard has results of the current config and none is running, so that a UI
+    backfill of the missing shards ends with the aggregate, as `reverify backfill` does.
+
+    With a schedule, also at each of its ticks while the aggregate is missing or its last run failed: eager alone
+    does not try again until a shard changes, and the schedule cannot ask for the aggregate itself (see
+    ``automation.rescore_schedule``)."""
+    eager = dg.AutomationCondition.eager()
+    if schedule is None:
+        return eager
+    behind = dg.AutomationCondition.missing() | dg.AutomationCondition.execution_failed()
+    at_tick = (
+        dg.AutomationCondition.cron_tick_passed(schedule.cron, schedule.timezone).since_last_handled()
+        & behind
+        & ~dg.AutomationCondition.any_deps_missing()
+        & ~dg.AutomationCondition.any_deps_in_progress()
+        & ~dg.AutomationCondition.in_progress()
+    ).with_label(f"behind at the rescore's tick ({schedule.cron})")
+    return (eager | at_tick).with_label("eager, or behind at the rescore's tick")
+
+
 def asset_key(spec: RescoringSpec, variant: str | None, asset: str) -> dg.AssetKey:
     """``<name>/<asset>``, or ``<name>/<variant>/<asset>_<variant>``: the UI labels a node by its key's last part,
     and the comparison's parents, one per variant, must not all read ``aggregate_metrics``."""
@@ -262,7 +278,7 @@ def _shard_of(context: dg.AssetExecutionContext, config_hash: str) -> str:
 
 def _check_config(asked: str, config_hash: str) -> None:
     if asked != config_hash:
-        raise dg.Failure(
+        raise ReverifyError(
             f"this run asks for verifier config {asked}, but the verifier config files now give {config_hash}: "
             "reload the code location (Deployment > Reload) and launch the run again"
         )

@@ -6,15 +6,10 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from reverify_assets.defs.checks import FAILURE_RATE, JOIN_COMPLETE, NO_DUPLICATE_KEYS
 from reverify_assets.defs.handles import content_version
 from reverify_assets.defs.metadata import figure, judge_call_metadata, sidecar_metadata, stored_flips_metadata
-from reverify_assets.pipeline.output_summary import OutputSummary
 from reverify_assets.rescoring.shard_work import PlannedShard, VerifiedShard
-
-JOIN_COMPLETE = "join_complete"
-NO_DUPLICATE_KEYS = "no_duplicate_keys"
-FAILURE_RATE = "failure_rate_within_limit"
-ONE_CONFIG = "one_verifier_config"
 
 
 def payload_events(key: dg.AssetKey, planned: PlannedShard) -> Iterator[Any]:
@@ -103,25 +98,6 @@ def verified_events(
             "shard": shard,
             "failure rate": figure(verified.failure_rate),
             "limit": limit,
-        },
-    )
-
-
-def one_config_result(summary: OutputSummary, current: str) -> dg.AssetCheckResult:
-    """Fails, naming the configs, when a merged row was scored by another verifier config than the current."""
-    others = {config: rows for config, rows in summary.rows_by_config.items() if config != current}
-    if others:
-        described = ", ".join(f"{rows} by {config}" for config, rows in sorted(others.items()))
-        description = f"of {summary.rows} merged rows, {described}; the current verifier config is {current}"
-    else:
-        description = f"all {summary.rows} merged rows were scored by the current verifier config {current}"
-    return dg.AssetCheckResult(
-        check_name=ONE_CONFIG,
-        passed=not others,
-        description=description,
-        metadata={
-            "current verifier config": current,
-            "rows by verifier config": dg.MetadataValue.json(dict(summary.rows_by_config)),
         },
     )
 

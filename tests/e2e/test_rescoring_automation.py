@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -66,36 +66,86 @@ def test_sensor_waits_for_the_inputs_beside_new_rollouts(tmp_path: Path, instanc
     assert tick().skip_message == "no new shards (2 registered)"
 
 
-def test_schedule_requests_missing_then_aggregate_then_stale_shards_then_nothing_after_a_revert(
-    tmp_path: Path, instance
-) -> None:
+NIGHT = datetime(2026, 11, 30, 3, tzinfo=UTC)
+
+
+def test_the_schedule_as_the_daemon_evaluates_it_through_four_nights(tmp_path: Path, instance) -> None:
+    """``evaluate_tick`` with the repository, as the daemon calls it: it resolves each request's partition against
+    the schedule's job, which calling the schedule's function skips. Every shard missing, nothing to do, the
+    aggregate only (the automation condition takes it at the tick), some shards stale; and an undone edit."""
     project = make_project(tmp_path, tasks=20)
-    project.write_rescoring(extra='schedule: {cron: "0 3 * * *"}\n')
+    cron = 'schedule: {cron: "0 3 * * *"}\n'
+    project.write_rescoring(extra=cron)
+    shards = ["main.s00000", "main.s00001"]
 
-    def tick(root: Path) -> list[dg.RunRequest]:
-        schedule = build_definitions(root).get_schedule_def(f"{project.name}_rescore")
+    def tick(at: datetime = NIGHT) -> dg.ScheduleExecutionData:
+        definitions = build_definitions(project.root)
+        schedule = definitions.get_schedule_def(f"{project.name}_rescore")
+        assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
         context = dg.build_schedule_context(
-            instance=instance, scheduled_execution_time=datetime(2026, 11, 30, 3, tzinfo=UTC)
+            instance=instance, scheduled_execution_time=at, repository_def=definitions.get_repository_def()
         )
-        return list(schedule(context))
+        return schedule.evaluate_tick(context)
 
-    def shards_of(config_hash: str) -> list[str]:
-        return [f"main.s00000|{config_hash}", f"main.s00001|{config_hash}"]
+    def requested(data: dg.ScheduleExecutionData) -> list[str]:
+        assert data.skip_message is None, data.skip_message
+        for request in data.run_requests or []:  # resolved against the shards' job, as the daemon launches them
+            assert request.tags["dagster/partition"] == request.partition_key
+        return sorted(str(request.partition_key) for request in data.run_requests or [])
 
     rescoring = build_rescoring(find_rescoring(project.root, project.name))
-    instance.add_dynamic_partitions(rescoring.shards.name, ["main.s00000", "main.s00001"])
-    assert sorted(r.partition_key for r in tick(project.root)) == shards_of(rescoring.setup.config_hash)
-    for shard in ("main.s00000", "main.s00001"):
+    assert tick().skip_message == (
+        f"no shards registered under config {rescoring.setup.config_hash} yet: the new-rollouts sensor registers them"
+    )
+    instance.add_dynamic_partitions(rescoring.shards.name, shards)
+    # Every shard missing: one run each.
+    assert requested(tick()) == [rescoring.partition_key(shard) for shard in shards]
+    for shard in shards:
         assert rescore_shard(rescoring, shard)[0]
-    [aggregate] = tick(project.root)
-    assert aggregate.job_name == f"{project.name}_aggregate_job"
-    project.write_rescoring(override=STRICT, extra='schedule: {cron: "0 3 * * *"}\n')
+
+    # The aggregate only: the schedule cannot ask for it (another job's partition) and says who does.
+    only_aggregate = tick()
+    assert only_aggregate.run_requests == [] and only_aggregate.skip_message == (
+        f"all 2 shards current under config {rescoring.setup.config_hash}; the aggregate is behind (it has no results "
+        "yet): reverify_aggregates materializes it after this tick"
+    )
+    definitions = build_definitions(project.root)
+    selection = dg.AssetSelection.assets(rescoring.aggregate_key)
+    before = dg.evaluate_automation_conditions(
+        defs=definitions, instance=instance, asset_selection=selection, evaluation_time=NIGHT - timedelta(minutes=1)
+    )
+    assert before.get_requested_partitions(rescoring.aggregate_key) == set(), "eager alone never retries it"
+    after = dg.evaluate_automation_conditions(
+        defs=definitions,
+        instance=instance,
+        asset_selection=selection,
+        evaluation_time=NIGHT + timedelta(seconds=30),
+        cursor=before.cursor,
+    )
+    assert after.get_requested_partitions(rescoring.aggregate_key) == {rescoring.aggregate_partition}
+    aggregate = dg.materialize(
+        rescoring.assets,
+        instance=instance,
+        partition_key=rescoring.aggregate_partition,
+        selection=[rescoring.aggregate_key],
+    )
+    assert aggregate.success
+
+    # Nothing to do: a skip that says why.
+    quiet = tick()
+    assert quiet.run_requests == []
+    assert quiet.skip_message == f"all 2 shards current under config {rescoring.setup.config_hash}"
+
+    # A verifier edit: every shard stale, all requested; one re-scored, the other still requested.
+    project.write_rescoring(override=STRICT, extra=cron)
     edited = build_rescoring(find_rescoring(project.root, project.name))
-    assert sorted(r.partition_key for r in tick(project.root)) == shards_of(edited.setup.config_hash)
-    # The edit undone: the first config's results are there, and current again.
-    project.write_rescoring(extra='schedule: {cron: "0 3 * * *"}\n')
-    [aggregate] = tick(project.root)
-    assert aggregate.job_name == f"{project.name}_aggregate_job"
+    assert requested(tick()) == [edited.partition_key(shard) for shard in shards]
+    assert rescore_shard(edited, shards[0])[0]
+    assert requested(tick()) == [edited.partition_key(shards[1])]
+
+    # The edit undone: the first config's results are current again.
+    project.write_rescoring(extra=cron)
+    assert tick().skip_message == f"all 2 shards current under config {rescoring.setup.config_hash}"
 
 
 def test_run_failure_sensor_reports_the_shard_and_the_error(tmp_path: Path, instance) -> None:

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from reverify_assets.defs.shard_events import one_config_result
+from reverify_assets.defs.checks import one_config_result
 from reverify_assets.pipeline.output_summary import UNKNOWN_PROVENANCE, OutputSummary
 
 
