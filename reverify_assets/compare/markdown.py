@@ -81,6 +81,41 @@ def render_figures(report: CompareReport) -> str:
     return "\n".join(_figure_lines(report.overall))
 
 
+def render_narrow_figures(report: CompareReport) -> str:
+    """What :func:`render_figures` says, for a narrow column: a row per figure, no value over ~23 characters,
+    where its cells hold several in parentheses. The Dagster UI's asset page at 1400 px leaves a metadata value
+    about 400 px and never wraps a table cell. Nor are notes below the table a way out: text wraps at the value
+    column's width, which a long file path in another value widens past the page; only κ's rare undefined
+    reason stays there, as in :func:`render_figures`."""
+    figures = report.overall
+    if figures.delta is None:
+        return render_figures(report)
+    binary, delta, interval = figures.binary, figures.delta, figures.delta.interval
+    rows: list[list[str]] = []
+    if binary is not None:
+        table, kappa = binary.table, binary.kappa
+        rows += [
+            ["flip rate", f"{_percent(binary.flip_rate)} ({table.discordant} of {table.rows})"],
+            ["net change", f"{binary.net_change:+d} rows ({_percent(binary.net_change_rate, signed=True)})"],
+            ["McNemar exact p", _p_value(binary.mcnemar_p)],
+            ["Cohen's κ", _kappa(kappa.value)],
+            ["agreement", f"{kappa.observed_agreement:.3f} observed"],
+            ["", f"{kappa.expected_agreement:.3f} expected"],
+        ]
+    rows += [
+        ["mean reward", f"{delta.mean_baseline:.4f} → {delta.mean_candidate:.4f}"],
+        ["mean Δ", f"{delta.mean_delta:+.4f}"],
+        [f"{interval.confidence * 100:g} % CI", f"[{interval.low:+.4f}, {interval.high:+.4f}]"],
+        ["resamples", f"{interval.resamples} of {interval.tasks} tasks"],
+        ["seed", str(interval.seed)],
+        ["mean absolute Δ", f"{delta.mean_abs_delta:.4f}"],
+        ["rows changed", f"{delta.changed} of {figures.rows}"],
+    ]
+    lines = _table(["figure", "value"], rows, right=set())
+    reason = None if binary is None else binary.kappa.undefined_reason
+    return "\n".join(lines if reason is None else [*lines, "", f"κ {reason}"])
+
+
 def _sides(report: CompareReport) -> list[str]:
     def side(role: str, summary: SideSummary, coverage: SideCoverage) -> str:
         configs = ", ".join(

@@ -1,6 +1,6 @@
 """What the comparison asset shows in the Dagster UI: per pair of variants, its headline markdown, its figures
-as numbers (plotted across materializations) and as a table, its files, and the per-task change as a bar chart
-and as an embedded PNG."""
+as numbers (plotted across materializations) and as a table narrow enough for the asset page at 1400 px, its
+files, and the per-task change as a bar chart and as an embedded PNG."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import dagster as dg
 
 from reverify_assets.compare.delta_bars import delta_bars
 from reverify_assets.compare.delta_plot import task_delta_histogram
-from reverify_assets.compare.markdown import render_figures, render_flip_table, render_headline
+from reverify_assets.compare.markdown import render_flip_table, render_headline, render_narrow_figures
 from reverify_assets.defs.metadata import figure, p_value
 from reverify_assets.rescoring.variant_comparison import PairComparison
 
@@ -52,11 +52,17 @@ def pair_metadata(comparison: PairComparison) -> dict[str, Any]:
             "mean Δ": figure(delta.mean_delta),
             "mean Δ 95 % low": figure(delta.interval.low),
             "mean Δ 95 % high": figure(delta.interval.high),
+            # More of the figures table's numbers, for the UI to plot across materializations too.
+            "baseline mean reward": figure(delta.mean_baseline),
+            "candidate mean reward": figure(delta.mean_candidate),
+            "mean absolute Δ": figure(delta.mean_abs_delta),
+            "rows changed": delta.changed,
         }
     metadata = {f"{title}: {name}": value for name, value in values.items()}
-    # Shown in place on the asset's page (markdown under 1,000 characters); the plot, longer, behind a click.
+    # Shown in place on the asset's page (markdown under 1,000 characters); the plot, longer, behind a click. The
+    # figures narrow: the whole report's table, its details in parentheses, ran past the page at 1400 px.
     metadata[f"{title}: 2×2 table"] = dg.MetadataValue.md(render_flip_table(report))
-    metadata[f"{title}: figures"] = dg.MetadataValue.md(render_figures(report))
+    metadata[f"{title}: figures"] = dg.MetadataValue.md(render_narrow_figures(report))
     metadata[f"{title}: per-task Δ"] = dg.MetadataValue.md(delta_bars(comparison.task_deltas))
     png = task_delta_histogram(comparison.task_deltas, title=f"per-task mean reward change, {title}")
     metadata[f"{title}: per-task Δ plot"] = dg.MetadataValue.md(

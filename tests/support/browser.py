@@ -92,6 +92,31 @@ class Page:
         """``element`` at the top of its scrolling pane: what the next screenshot shows."""
         self.driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", element)
 
+    def overflowing_tables(self, selector: str = ".dagster-markdown table") -> list[str]:
+        """Each shown table matching ``selector`` that runs past the visible width of the box clipping it (its
+        nearest ancestor whose ``overflow-x`` is not ``visible``, else the window): what a reader finds cut off.
+        Empty when all fit. By default the tables of markdown metadata values, which we write; Dagster's own
+        metadata table around them also runs past when a value holds a long unbreakable file path."""
+        script = """
+            const found = [], viewport = document.documentElement.clientWidth;
+            for (const table of document.querySelectorAll(arguments[0])) {
+                const box = table.getBoundingClientRect();
+                if (box.width === 0 && box.height === 0) continue;  // not displayed
+                let clip = table.parentElement;
+                while (clip && getComputedStyle(clip).overflowX === 'visible') clip = clip.parentElement;
+                const left = clip ? clip.getBoundingClientRect().left + clip.clientLeft : 0;
+                const right = Math.min(clip ? left + clip.clientWidth : viewport, viewport);
+                if (box.right > right + 1 || box.left < left - 1) {
+                    const head = table.innerText.trim().split('\\n')[0].replace(/\\s+/g, ' ').slice(0, 60);
+                    found.push(`table "${head}": ${Math.round(box.width)} px wide at x ${Math.round(box.left)}`
+                        + `-${Math.round(box.right)}, its container ${Math.round(right - left)} px at x `
+                        + `${Math.round(left)}-${Math.round(right)}`);
+                }
+            }
+            return found;
+        """
+        return self.driver.execute_script(script, selector)
+
     def text(self) -> str:
         return self.driver.find_element(By.TAG_NAME, "body").text
 

@@ -17,7 +17,7 @@ from reverify_assets.cli.main import main
 from reverify_assets.compare.bootstrap import BootstrapSettings
 from reverify_assets.compare.comparison import CompareRequest, run_comparison
 from reverify_assets.compare.key_metrics import HookChoice
-from reverify_assets.compare.markdown import render_figures, render_flip_table, render_markdown
+from reverify_assets.compare.markdown import render_markdown
 from reverify_assets.compare.paired_rows import join_keys, paired_rows
 from reverify_assets.compare.provenance import MixedConfigsError
 from reverify_assets.compare.report import CompareReport
@@ -272,33 +272,6 @@ def test_undefined_kappa_is_null_in_json_and_explained_in_markdown(tmp_path: Pat
     assert report.overall.binary is not None
     assert json.loads(report.model_dump_json())["overall"]["binary"]["kappa"]["value"] is None
     assert "κ undefined: expected agreement is 1" in render_markdown(report)
-
-
-# The Dagster UI shows a markdown value in place only under 1,000 characters (its MetadataEntry expands small ones).
-SHOWN_IN_PLACE_BELOW = 1000
-MANY = 40_000  # five-digit counts
-
-
-@pytest.mark.parametrize(
-    ("before", "after"),
-    [
-        pytest.param(lambda t, r: 1.0, lambda t, r: 1.0, id="kappa undefined"),
-        pytest.param(lambda t, r: float((t + r) % 2), lambda t, r: float(t % 3 == 0), id="pass and fail"),
-        pytest.param(lambda t, r: 0.25 * (r % 4), lambda t, r: 0.5, id="not pass or fail"),
-    ],
-)
-def test_the_figures_and_the_flip_table_fit_where_the_dagster_ui_shows_them_in_place(
-    tmp_path: Path, before: Any, after: Any
-) -> None:
-    tasks, rollouts = MANY // 4, 4
-    keys = [(t, r) for t in range(tasks) for r in range(rollouts)]
-    baseline, candidate = two_sides(
-        tmp_path, [row(t, r, before(t, r)) for t, r in keys], [row(t, r, after(t, r), config="c2") for t, r in keys]
-    )
-    report = compare(baseline, candidate)
-    assert report.overall.rows == MANY
-    for rendered in (render_figures(report), render_flip_table(report)):
-        assert len(rendered) < SHOWN_IN_PLACE_BELOW, rendered
 
 
 def mcqa_hooks() -> HookChoice:
