@@ -66,6 +66,23 @@ RECOVERY = "judge_recovery"
 # One partition per output file (its absolute path): each `reverify run` has its own history and lineage, and a
 # run on other files leaves the partitions of this one, a judge recovery's among them, as they were.
 OUTPUTS = dg.DynamicPartitionsDefinition(name="reverify_outputs")
+# The two flows share the output partitions, so each shows partitions it never writes as missing: said where a
+# user sees the count ("66% filled"), on each asset's page.
+UI_OUTPUT_MISSING = (
+    "`results/ui/reverified.jsonl`, which `reverify ui` lists for the launchpad until a run from the UI writes it"
+)
+SHARED_PARTITIONS = (
+    "\n\nOne partition per output file, of `reverify run` and of judge recovery alike. Missing here by design: "
+    f"{UI_OUTPUT_MISSING}."
+)
+RUN_PARTITIONS = (
+    "\n\nOne partition per output file. Missing here by design: an output only a judge recovery wrote (its "
+    f"assets are in the `judge_recovery` group), and {UI_OUTPUT_MISSING}."
+)
+RECOVERY_PARTITIONS = (
+    "\n\nOne partition per output file. Missing here by design: every output a `reverify run` wrote that no "
+    "judge recovery (`--judge-failed-only`) has completed."
+)
 log = logging.getLogger("reverify")
 
 
@@ -76,7 +93,7 @@ def _this_output(context: dg.AssetExecutionContext, rescoring: RescoringResource
 @dg.asset(
     group_name=RESCORING,
     partitions_def=OUTPUTS,
-    description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key.",
+    description="NeMo Gym's rollouts_materialized_inputs.jsonl, indexed by key." + SHARED_PARTITIONS,
 )
 @step_failures
 def materialized_inputs(
@@ -97,7 +114,7 @@ def materialized_inputs(
 @dg.asset(
     group_name=RESCORING,
     partitions_def=OUTPUTS,
-    description="The stored rollouts (responses and original rewards), indexed by key.",
+    description="The stored rollouts (responses and original rewards), indexed by key." + SHARED_PARTITIONS,
 )
 @step_failures
 def rollouts(
@@ -161,7 +178,8 @@ def _plan(
 @dg.asset(
     group_name=RESCORING,
     partitions_def=OUTPUTS,
-    description="The /verify requests: every rollout joined to its input row by (task, rollout), routed to a server.",
+    description="The /verify requests: every rollout joined to its input row by (task, rollout), routed to a server."
+    + RUN_PARTITIONS,
 )
 @step_failures
 def verify_payloads(
@@ -215,8 +233,12 @@ def _verify(
     group_name=RESCORING,
     partitions_def=OUTPUTS,
     outs={
-        "reverified_rows": dg.AssetOut(description="The reverified rows, sorted by key: the run's output file."),
-        "reverify_failures": dg.AssetOut(description="The failures sidecar: rows the verifier could not score."),
+        "reverified_rows": dg.AssetOut(
+            description="The reverified rows, sorted by key: the run's output file." + RUN_PARTITIONS
+        ),
+        "reverify_failures": dg.AssetOut(
+            description="The failures sidecar: rows the verifier could not score." + RUN_PARTITIONS
+        ),
     },
 )
 @step_failures
@@ -271,7 +293,7 @@ def _aggregate(
 @dg.asset(
     group_name=RESCORING,
     partitions_def=OUTPUTS,
-    description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server.",
+    description="NeMo Gym's _aggregate_metrics.json: one entry per agent, from its server." + RUN_PARTITIONS,
 )
 @step_failures
 def aggregate_metrics(
@@ -290,7 +312,8 @@ def aggregate_metrics(
 @dg.asset(
     group_name=RECOVERY,
     partitions_def=OUTPUTS,
-    description="The source failures: judge_failed / judge_invalid rows of <rollouts stem>_failures.jsonl.",
+    description="The source failures: judge_failed / judge_invalid rows of <rollouts stem>_failures.jsonl."
+    + RECOVERY_PARTITIONS,
 )
 @step_failures
 def judge_failures(context: dg.AssetExecutionContext, rescoring: RescoringResource) -> dg.Output[IndexHandle]:
@@ -309,7 +332,7 @@ def judge_failures(context: dg.AssetExecutionContext, rescoring: RescoringResour
 @dg.asset(
     group_name=RECOVERY,
     partitions_def=OUTPUTS,
-    description="The /verify requests that re-judge the stored responses of the failures.",
+    description="The /verify requests that re-judge the stored responses of the failures." + RECOVERY_PARTITIONS,
 )
 @step_failures
 def recovery_payloads(
@@ -329,8 +352,10 @@ def recovery_payloads(
     group_name=RECOVERY,
     partitions_def=OUTPUTS,
     outs={
-        "recovered_rows": dg.AssetOut(description="Rows re-judged now, appended to the output."),
-        "recovery_failures": dg.AssetOut(description="The output's sidecar: rows the judge failed again."),
+        "recovered_rows": dg.AssetOut(description="Rows re-judged now, appended to the output." + RECOVERY_PARTITIONS),
+        "recovery_failures": dg.AssetOut(
+            description="The output's sidecar: rows the judge failed again." + RECOVERY_PARTITIONS
+        ),
     },
 )
 @step_failures
@@ -350,7 +375,8 @@ def recover(
 @dg.asset(
     group_name=RECOVERY,
     partitions_def=OUTPUTS,
-    description="The output after recovery: the successes carried over verbatim plus the re-judged rows.",
+    description="The output after recovery: the successes carried over verbatim plus the re-judged rows."
+    + RECOVERY_PARTITIONS,
     check_specs=[
         check_spec(
             ONE_CONFIG,
@@ -397,7 +423,7 @@ def merged_rollouts(
 @dg.asset(
     group_name=RECOVERY,
     partitions_def=OUTPUTS,
-    description="The aggregate metrics of the merged output, as a clean run would give.",
+    description="The aggregate metrics of the merged output, as a clean run would give." + RECOVERY_PARTITIONS,
 )
 @step_failures
 def merged_aggregate_metrics(

@@ -31,7 +31,7 @@ def aggregates_sensor(rescorings: Sequence[RescoringDefs], comparisons: Sequence
         description=(
             "Materializes each rescoring's aggregate once all its shards are current (and, for a rescoring with a "
             "schedule, at its tick when the aggregate is missing or its last run failed), then the comparison of "
-            f"its variants. On by default. Off: this page's toggle, or `dagster sensor stop {AGGREGATES_SENSOR}`."
+            f"its variants. {_on_by_default('sensor', AGGREGATES_SENSOR)}"
         ),
     )
 
@@ -50,7 +50,7 @@ def new_rollouts_sensor(variants: Sequence[RescoringDefs], *, interval_s: int = 
         description=(
             f"Every {interval_s} s: registers the shards of this rescoring's rollouts that are not registered yet "
             "(new files in a watched folder, once settled; rows added to its files) and launches one run per new "
-            f"shard and variant. On by default. Off: this page's toggle, or `dagster sensor stop {name}`."
+            f"shard and variant. {_on_by_default('sensor', name)}"
         ),
     )
     def sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
@@ -99,7 +99,7 @@ def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
         description=(
             f"On {schedule_spec.cron} ({schedule_spec.timezone}): re-scores the shards a verifier edit left without "
             "results (stale or missing) and those whose last run failed, one run each; a tick with nothing to do is "
-            f"a skip that says so. On by default. Off: this page's toggle, or `dagster schedule stop {name}`."
+            f"a skip that says so. {_on_by_default('schedule', name)}"
         ),
     )
     def schedule(context: dg.ScheduleEvaluationContext) -> Sequence[dg.RunRequest] | dg.SkipReason:
@@ -155,7 +155,7 @@ def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefini
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=(
             f"Appends the shard, run and error of every failed shard run to <output_dir>/{FAILURE_REPORT}, however "
-            f"it was launched. On by default. Off: this page's toggle, or `dagster sensor stop {FAILURES_SENSOR}`."
+            f"it was launched. {_on_by_default('sensor', FAILURES_SENSOR)}"
         ),
     )
     def sensor(context: dg.RunFailureSensorContext) -> None:
@@ -185,6 +185,14 @@ def shard_failure_sensor(rescorings: Sequence[RescoringDefs]) -> dg.SensorDefini
             fh.write(orjson.dumps(report) + b"\n")
 
     return sensor
+
+
+def _on_by_default(kind: str, name: str) -> str:
+    """What each automation's page says of its switch (docs/dagster.md has the table)."""
+    return (
+        f"On by default. Off: this page's toggle, or `dagster {kind} stop {name} -w workspace.yaml` with the "
+        f"instance's DAGSTER_HOME (`start` turns it on again)."
+    )
 
 
 def _innermost(error: SerializableErrorInfo) -> str:

@@ -12,12 +12,13 @@ import dagster as dg
 import orjson
 import pytest
 
+from reverify_assets.defs.code_location import CODE_LOCATION, REPOSITORY
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring
 from reverify_assets.rescoring.spec import find_rescoring
 from tests.support.browser import Page, browser_available, chromium
 from tests.support.ci import in_ci
 from tests.support.cli import run_args, run_reverify
-from tests.support.dagster_ui import running_ui
+from tests.support.dagster_ui import graphql, running_ui
 from tests.support.instance import open_instance
 from tests.support.process_tree import wait_until
 from tests.support.project import LENIENT, STRICT, VARIANTS, Project, make_project
@@ -213,3 +214,131 @@ def test_the_verifier_probe_is_materialized_from_the_ui_and_shows_its_verdict_an
             raise
     report = orjson.loads(kept.read_bytes())
     assert report["between_passes"]["agree"] == report["between_passes"]["rows"] == report["sampled_rows"]
+
+
+NIGHTLY = 'schedule: {cron: "0 3 * * *"}\n'
+EVERY_MINUTE = 'schedule: {cron: "* * * * *"}\n'
+TICKS = """
+query Ticks($selector: ScheduleSelector!) {
+  scheduleOrError(scheduleSelector: $selector) {
+    ... on Schedule { scheduleState { ticks(limit: 20) { status skipReason runIds timestamp } } }
+  }
+}"""
+
+
+@pytest.mark.timeout(3 * BACKFILL_S)  # it waits for the daemon's ticks, a minute apart, and for its runs
+def test_the_schedule_previews_a_quiet_night_and_an_edit_the_daemon_runs_it_and_failures_read_as_one_line(
+    tmp_path: Path,
+) -> None:
+    """The rescore schedule's Preview: a skip with its reason on a quiet night, three run requests after a verifier
+    edit; the daemon's own ticks then re-score the shards and skip once all is current. On the way: a check's
+    results by partition, the aggregate's tables within a 1400 px page, and a refused re-execution that reads as
+    our one sentence."""
+    project, home = make_project(tmp_path, tasks=30), tmp_path / "home"
+    project.write_rescoring(extra=NIGHTLY)
+    first = run_reverify("backfill", project.name, home=home, cwd=project.root)
+    assert first.returncode == 0 and f"aggregate: {SHARDS * 40} rows" in first.stdout, first.stdout + first.stderr
+    original = rescoring_of(project)
+    # Its re-execution is refused on purpose: the output exists, and the run has neither --overwrite nor --resume.
+    config = project.root / "configs" / "mcqa.yaml"
+    ad_hoc = tmp_path / "ad_hoc" / "reverified.jsonl"
+    cli_run = run_reverify(*run_args(config, project.inputs, project.rollouts, ad_hoc), home=home, cwd=project.root)
+    assert cli_run.returncode == 0, cli_run.stderr
+    [cli_run_id] = re.findall(r"Dagster run: (\S+)", cli_run.stdout)
+    schedule = f"{project.name}_rescore"
+
+    with running_ui(project.root, home, tmp_path / "ui.log") as url, chromium(url, tmp_path / "screenshots") as page:
+        try:
+            page.driver.set_window_size(1400, 1000)
+            preview_tick(page, schedule)
+            page.wait_for(
+                f"//*[contains(., 'Skip reason: \"all {SHARDS} shards current under config "
+                f"{original.setup.config_hash}\"')]",
+                "the quiet night's skip and its reason",
+            )
+            page.screenshot("schedule-preview-a-quiet-night")
+
+            page.open(f"/assets/{project.name}/aggregate_metrics?view=checks")
+            page.wait_for("//*[text()='one_verifier_config']", "the aggregate's check")
+            page.click("(//*[normalize-space()='Partitions'])[last()]", "the check's Partitions tab")
+            page.wait_for("//*[contains(text(), 'Passed (1)')]", "one passed result, by partition")
+            page.wait_for(f"//*[text()='{original.setup.config_hash}']", "the config's partition")
+            page.screenshot("check-results-by-partition")
+
+            page.open(f"/assets/{project.name}/aggregate_metrics")
+            page.wait_for("//*[contains(text(), 'metrics cover')]", "the aggregate's metadata")
+            page.wait_for("//*[contains(@class, 'dagster-markdown')]//table", "the key metrics table")
+            assert page.overflowing_tables() == [], "a table runs past the page at 1400 px"
+            page.screenshot("aggregate-tables-at-1400-px")
+
+            page.open(f"/runs/{cli_run_id}")
+            page.click("//button[contains(., 'Re-execute all')]", "Re-execute all")
+            assert wait_until(lambda: reexecution_of(home, cli_run_id) == "FAILURE", BACKFILL_S, poll_s=2), (
+                f"the re-execution of {cli_run_id} was not refused: {reexecution_of(home, cli_run_id)}"
+            )
+            page.open(f"/runs/{reexecution_id(home, cli_run_id)}")
+            page.wait_for("//*[text()='RUN_FAILURE']", "the run's failure")
+            page.wait_for(f"//*[starts-with(normalize-space(), \"Output file already exists: '{ad_hoc}'\")]", "ours")
+            shown = page.text()
+            assert "Stack Trace" not in shown and "Error occurred while executing" not in shown, shown
+            page.screenshot("a-refused-re-execution-in-one-line")
+
+            project.write_rescoring(override=STRICT, extra=NIGHTLY)
+            edited = rescoring_of(project)
+            reload_definitions(page, project)
+            page.wait_for_on_reload(
+                f"/assets/{project.name}/reverified_shard?view=partitions",
+                f"//*[text()='{edited.setup.config_hash}']",
+                "the new config's hash",
+            )
+            preview_tick(page, schedule)
+            page.wait_for(f"//*[normalize-space()='Requested runs ({SHARDS})']", "a run request per stale shard")
+            page.screenshot("schedule-preview-after-an-edit")
+
+            # The daemon's turn: a tick every minute.
+            project.write_rescoring(override=STRICT, extra=EVERY_MINUTE)
+            reload_definitions(page, project)
+            quiet = f"all {SHARDS} shards current under config {edited.setup.config_hash}"
+            assert wait_until(lambda: any(t["skipReason"] == quiet for t in ticks(url, schedule)), BACKFILL_S, 5), (
+                f"the daemon never had a quiet tick under {edited.setup.config_hash}: {ticks(url, schedule)} "
+                f"(see {tmp_path / 'ui.log'})"
+            )
+            history = ticks(url, schedule)
+            page.open(f"/locations/{REPOSITORY}@{CODE_LOCATION}/schedules/{schedule}")
+            page.wait_for(f"//*[normalize-space()='{SHARDS} runs requested']", "the daemon's tick that launched them")
+            page.screenshot("schedule-ticks-of-the-daemon")
+        except BaseException:
+            page.screenshot("failure")
+            raise
+
+    [launching] = [tick for tick in history if tick["status"] == "SUCCESS"]
+    assert len(launching["runIds"]) == SHARDS
+    with open_instance(home) as instance:
+        runs = [instance.get_run_by_id(run_id) for run_id in launching["runIds"]]
+    assert sorted(run.tags["dagster/partition"] for run in runs if run) == [
+        edited.partition_key(f"main.s{n:05d}") for n in range(SHARDS)
+    ], "the daemon's tick re-scored exactly the stale shards"
+    assert all(run and run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+    aggregate = aggregate_of(home, edited)
+    assert aggregate is not None and aggregate["metrics cover"] == "120 of 120 rollouts", aggregate
+    assert not [tick for tick in history if tick["status"] == "FAILURE"], history
+
+
+def preview_tick(page: Page, schedule: str) -> None:
+    """The schedule page's *Preview tick result*, evaluated at the time the dialog offers."""
+    page.open(f"/locations/{REPOSITORY}@{CODE_LOCATION}/schedules/{schedule}")
+    page.click("//button[contains(., 'Preview tick result')]", "Preview tick result")
+    page.click("//button[normalize-space()='Continue']", "Continue: evaluate the tick")
+
+
+def ticks(url: str, schedule: str) -> list[dict[str, object]]:
+    """The schedule's ticks as the daemon recorded them, the latest first."""
+    selector = {"repositoryLocationName": CODE_LOCATION, "repositoryName": REPOSITORY, "scheduleName": schedule}
+    answer = graphql(url, TICKS, {"selector": selector})
+    return answer["data"]["scheduleOrError"]["scheduleState"]["ticks"]
+
+
+def reexecution_id(home: Path, parent: str) -> str:
+    with open_instance(home) as instance:
+        [run] = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": parent}), limit=1)
+    return run.run_id
