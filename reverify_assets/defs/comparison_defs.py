@@ -1,6 +1,6 @@
 """One comparison asset per rescoring with two or more verifier variants: each variant against the first.
 
-    <name>/<variant>/aggregate_metrics_<variant> (every variant) ─> <name>/comparison   (group <name>__comparison)
+    <name>/<variant>/aggregate_metrics_<variant> (every variant) ─> <name>/comparison   (all in group <name>)
 
 It compares the variants' merged outputs as ``reverify compare`` does and writes each pair's report and
 flips under ``<output_dir>/comparison/``; its metadata shows the 2×2 tables, the headline figures (also as
@@ -23,7 +23,7 @@ from reverify_assets.rescoring.spec import COMPARISON_DIR
 
 @dataclass(frozen=True)
 class ComparisonDefs:
-    label: str  # <name>__comparison: its group and op
+    label: str  # <name>__comparison: its op and job
     key: dg.AssetKey
     variants: list[RescoringDefs]  # the first is the baseline
     asset: dg.AssetsDefinition
@@ -49,7 +49,7 @@ def build_comparison(variants: Sequence[RescoringDefs]) -> ComparisonDefs | None
 
     @dg.asset(
         key=key,
-        group_name=label,
+        group_name=spec.name,  # the variants' group: the rescoring is one picture in the lineage
         deps=[variant.aggregate_key for variant in variants],
         automation_condition=dg.AutomationCondition.eager(),  # after every variant's aggregate
         description=(

@@ -57,7 +57,7 @@ SHARD_TAG = f"dagster/partition/{SHARD_DIMENSION}"  # Dagster's own tag, one per
 class RescoringDefs:
     spec: RescoringSpec
     variant: str | None
-    label: str  # the rescoring's name, or <name>__<variant>: names its group, op, jobs and schedule
+    label: str  # the rescoring's name, or <name>__<variant>: names its op, jobs and schedule
     setup: VerifierSetup
     layout: RescoringLayout
     shards: dg.DynamicPartitionsDefinition  # registered shards, shared by every variant
@@ -84,7 +84,7 @@ class RescoringDefs:
 
 
 def build_rescoring_variants(spec: RescoringSpec) -> list[RescoringDefs]:
-    """One asset group per verifier variant, all on the same shards."""
+    """One set of assets per verifier variant, all on the same shards and in the rescoring's one group."""
     return [build_rescoring(spec, variant) for variant in spec.variant_names]
 
 
@@ -105,7 +105,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
 
     @dg.multi_asset(
         name=f"{name}__rescore_shard",  # op names are global to the code location: one per rescoring
-        group_name=name,
+        group_name=spec.name,
         partitions_def=partitions,
         pool=VERIFIER_POOL,
         specs=[
@@ -152,7 +152,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
 
     @dg.asset(
         key=aggregate_key,
-        group_name=name,
+        group_name=spec.name,
         # One partition per verifier config, as the shards': an undone edit finds its aggregate there again.
         partitions_def=configs,
         deps=[
@@ -194,7 +194,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
 
     @dg.asset(
         key=probe_key,
-        group_name=name,
+        group_name=spec.name,
         partitions_def=configs,
         pool=VERIFIER_POOL,
         description="`reverify probe` of this verifier config on the rescoring's first source: a sample scored "

@@ -10,7 +10,7 @@ Example::
       inputs: samples/mcqa/rollouts_materialized_inputs.jsonl
       rollouts: samples/mcqa/rollouts.jsonl
     # watch: {folder: incoming/mcqa}   ... or a folder whose */rollouts.jsonl are discovered
-    variants:                      # optional: several verifiers on the same shards, one asset group each
+    variants:                      # optional: several verifiers on the same shards, assets of their own each
       strict: {overrides: ["++mcqa.resources_servers.mcqa.grading_mode=strict_single_letter_boxed"]}
       lenient: {overrides: ["++mcqa.resources_servers.mcqa.grading_mode=lenient_boxed"]}
     shard_tasks: 25                # tasks per shard; every rollout of a task lands in the same shard
