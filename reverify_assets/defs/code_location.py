@@ -1,5 +1,5 @@
-"""Runs the command line makes, recorded as runs of the project's code location, so that the UI can re-execute them;
-a step's error comes out of them as the command's own.
+"""Runs the command line makes, recorded as runs of the project's code location, so that the UI can re-execute them
+(``failures.command_errors`` turns a step's error back into the command's own).
 
 ``execute_in_process`` records no origin for its runs: the UI shows their job as "not found" and refuses to
 re-execute them. The CLI runs the same jobs the code location defines (``workspace.yaml`` names it

@@ -6,7 +6,8 @@ leads with our words, where any other exception reads as Dagster's "Error occurr
 over a stack trace; a traceback is kept for the errors nobody meant (a bug), which stay as they are.
 
 Out of Dagster: the command line runs the same steps in its own process, and gets our error back as it was
-raised, with its exit code, or a step's unexpected error as one of ours that names the step.
+raised, with its exit code. (Dagster raises a step's unexpected error as it is, and the command shows its
+traceback: it is a bug.)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dagster._core.errors import DagsterUserCodeProcessError
 from dagster._utils.error import SerializableErrorInfo
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import interrupts
+from reverify_assets.lib import interrupts, process_secrets
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,10 +36,12 @@ class Refusal(DagsterUserCodeProcessError, dg.Failure):
     A ``Failure``: Dagster files it as intentional, its description and metadata shown first. Also one of
     Dagster's ``DagsterUserCodeProcessError``s, the error a process forwards already serialized, which Dagster
     records as it is given: here our message with no stack, since where in Dagster's machinery the step stopped
-    tells the user nothing (``tests/unit/test_step_failures.py`` holds Dagster to both)."""
+    tells the user nothing (``tests/unit/test_step_failures.py`` holds Dagster to both). Never retried: the same
+    files give the same refusal (and Dagster passes its errors by a retry policy anyway). Redacted as the
+    command line's message is: a secret the process holds never reaches the UI."""
 
     def __init__(self, error: ReverifyError, metadata: dict[str, Any] | None = None) -> None:
-        first, _, rest = str(error).partition("\n")
+        first, _, rest = process_secrets.redact(str(error)).partition("\n")
         shown = SerializableErrorInfo(message=f"{first}\n", stack=[], cls_name=type(error).__name__)
         # Dagster's error first: its __init__ hands the message on to Failure's (the next in line).
         super().__init__(first, user_code_process_error_infos=[shown])
@@ -48,7 +51,13 @@ class Refusal(DagsterUserCodeProcessError, dg.Failure):
         if rest.strip():
             shown_metadata["details"] = dg.MetadataValue.md(rest.strip())
         self.metadata = normalize_metadata(shown_metadata | (metadata or {}))
+        self.allow_retries = False
         self.error = error
+        self._given_metadata = metadata
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuilt from the error itself (a copy or a pickle would otherwise call ``Refusal`` with its message)."""
+        return (Refusal, (self.error, self._given_metadata))
 
 
 @contextmanager
@@ -81,7 +90,7 @@ def step_failures(compute: F) -> F:
                 return compute(*args, **kwargs)
 
         wrapper = call
-    wrapper.__annotations__ = typing.get_type_hints(compute)
+    wrapper.__annotations__ = typing.get_type_hints(compute, include_extras=True)
     wrapper.__signature__ = inspect.signature(compute, eval_str=True)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
 
@@ -95,17 +104,7 @@ def command_errors() -> Iterator[None]:
         raise exc.error from None
     except dg.Failure as exc:  # one of Dagster's own words for a deliberate stop, without an error of ours
         raise ReverifyError(exc.description or "the run failed") from None
-    except dg.DagsterExecutionStepExecutionError as exc:
-        raise _user_error(exc) from exc
     except dg.DagsterExecutionInterruptedError as exc:  # Ctrl-C, as Dagster raises it inside a step
         raise KeyboardInterrupt from exc
     finally:
         interrupts.reinstate()
-
-
-def _user_error(exc: dg.DagsterExecutionStepExecutionError) -> BaseException:
-    """Our own errors come out as they are; anything else keeps Dagster's context."""
-    cause = exc.user_exception
-    if isinstance(cause, ReverifyError | KeyboardInterrupt):
-        return cause
-    return ReverifyError(f"step {exc.step_key!r} failed: {type(cause).__name__}: {cause}")

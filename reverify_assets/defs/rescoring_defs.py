@@ -239,24 +239,32 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
 
 
 def aggregate_condition(schedule: Schedule | None) -> dg.AutomationCondition:
-    """Eager: once every registered shard has results of the current config and none is running, so that a UI
-    backfill of the missing shards ends with the aggregate, as `reverify backfill` does.
+    """Eager, as ``reverify backfill`` ends: once every registered shard of the current config has results or its
+    last run failed (a failed shard is left out, as the aggregate's gate leaves it out), at least one has results,
+    and none is running, after a shard changed or the config's partition appeared. So a UI backfill of the missing
+    shards ends with the aggregate, and a shard that keeps failing does not hold it back for ever.
 
     With a schedule, also at each of its ticks while the aggregate is missing or its last run failed: eager alone
     does not try again until a shard changes, and the schedule cannot ask for the aggregate itself (see
-    ``automation.rescore_schedule``)."""
-    eager = dg.AutomationCondition.eager()
-    if schedule is None:
-        return eager
-    behind = dg.AutomationCondition.missing() | dg.AutomationCondition.execution_failed()
-    at_tick = (
-        dg.AutomationCondition.cron_tick_passed(schedule.cron, schedule.timezone).since_last_handled()
-        & behind
-        & ~dg.AutomationCondition.any_deps_missing()
-        & ~dg.AutomationCondition.any_deps_in_progress()
-        & ~dg.AutomationCondition.in_progress()
-    ).with_label(f"behind at the rescore's tick ({schedule.cron})")
-    return (eager | at_tick).with_label("eager, or behind at the rescore's tick")
+    ``automation.rescore_schedule``). The tick arms it; it fires once the shards the tick re-scores are done.
+    """
+    condition = dg.AutomationCondition
+    settled = (
+        ~condition.any_deps_match(condition.missing() & ~condition.execution_failed())
+        & condition.any_deps_match(~condition.missing())
+    ).with_label("every shard scored or failed, one scored")
+    changed = condition.newly_missing() | condition.any_deps_updated()
+    if schedule is not None:
+        behind = condition.missing() | condition.execution_failed()
+        at_tick = condition.cron_tick_passed(schedule.cron, schedule.timezone) & behind
+        changed = changed | at_tick.with_label(f"behind at the rescore's tick ({schedule.cron})")
+    return (
+        condition.in_latest_time_window()
+        & changed.since_last_handled()
+        & settled
+        & ~condition.any_deps_in_progress()
+        & ~condition.in_progress()
+    ).with_label("eager, and at the rescore's tick when behind" if schedule else "eager")
 
 
 def asset_key(spec: RescoringSpec, variant: str | None, asset: str) -> dg.AssetKey:

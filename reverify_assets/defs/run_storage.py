@@ -17,8 +17,8 @@ from urllib.parse import quote
 
 import dagster as dg
 
-from reverify_assets.defs.failures import Refusal
-from reverify_assets.errors import ReverifyError
+from reverify_assets.defs.failures import Refusal, refusals_as_failures
+from reverify_assets.errors import ReverifyError, WriteError
 from reverify_assets.lib.atomic_files import write_bytes_atomic
 
 IO_FOLDER = "io"
@@ -29,8 +29,12 @@ LONGEST_STORED_NAME = 200
 class RunScopedIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         path = _stored(context.step_context.instance, context.run_id, context.get_asset_identifier())
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, pickle.dumps(obj))
+        with refusals_as_failures():  # a full disk, say: our sentence in the UI, as from a step
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise WriteError(path.parent, exc) from exc
+            write_bytes_atomic(path, pickle.dumps(obj))
 
     def load_input(self, context: dg.InputContext) -> Any:
         identifier = context.get_asset_identifier()

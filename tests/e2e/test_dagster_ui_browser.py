@@ -216,12 +216,13 @@ def test_the_verifier_probe_is_materialized_from_the_ui_and_shows_its_verdict_an
     assert report["between_passes"]["agree"] == report["between_passes"]["rows"] == report["sampled_rows"]
 
 
-NIGHTLY = 'schedule: {cron: "0 3 * * *"}\n'
+# Once a year, so that no tick of its own falls within the test: the Preview evaluates a tick of our choosing.
+YEARLY = 'schedule: {cron: "0 3 1 1 *"}\n'
 EVERY_MINUTE = 'schedule: {cron: "* * * * *"}\n'
 TICKS = """
-query Ticks($selector: ScheduleSelector!) {
+query Ticks($selector: ScheduleSelector!, $statuses: [InstigationTickStatus!]) {
   scheduleOrError(scheduleSelector: $selector) {
-    ... on Schedule { scheduleState { ticks(limit: 20) { status skipReason runIds timestamp } } }
+    ... on Schedule { scheduleState { ticks(limit: 100, statuses: $statuses) { status skipReason runIds } } }
   }
 }"""
 
@@ -235,7 +236,7 @@ def test_the_schedule_previews_a_quiet_night_and_an_edit_the_daemon_runs_it_and_
     results by partition, the aggregate's tables within a 1400 px page, and a refused re-execution that reads as
     our one sentence."""
     project, home = make_project(tmp_path, tasks=30), tmp_path / "home"
-    project.write_rescoring(extra=NIGHTLY)
+    project.write_rescoring(extra=YEARLY)
     first = run_reverify("backfill", project.name, home=home, cwd=project.root)
     assert first.returncode == 0 and f"aggregate: {SHARDS * 40} rows" in first.stdout, first.stdout + first.stderr
     original = rescoring_of(project)
@@ -283,7 +284,7 @@ def test_the_schedule_previews_a_quiet_night_and_an_edit_the_daemon_runs_it_and_
             assert "Stack Trace" not in shown and "Error occurred while executing" not in shown, shown
             page.screenshot("a-refused-re-execution-in-one-line")
 
-            project.write_rescoring(override=STRICT, extra=NIGHTLY)
+            project.write_rescoring(override=STRICT, extra=YEARLY)
             edited = rescoring_of(project)
             reload_definitions(page, project)
             page.wait_for_on_reload(
@@ -303,7 +304,7 @@ def test_the_schedule_previews_a_quiet_night_and_an_edit_the_daemon_runs_it_and_
                 f"the daemon never had a quiet tick under {edited.setup.config_hash}: {ticks(url, schedule)} "
                 f"(see {tmp_path / 'ui.log'})"
             )
-            history = ticks(url, schedule)
+            launching_ticks, failed_ticks = ticks(url, schedule, "SUCCESS"), ticks(url, schedule, "FAILURE")
             page.open(f"/locations/{REPOSITORY}@{CODE_LOCATION}/schedules/{schedule}")
             page.wait_for(f"//*[normalize-space()='{SHARDS} runs requested']", "the daemon's tick that launched them")
             page.screenshot("schedule-ticks-of-the-daemon")
@@ -311,7 +312,7 @@ def test_the_schedule_previews_a_quiet_night_and_an_edit_the_daemon_runs_it_and_
             page.screenshot("failure")
             raise
 
-    [launching] = [tick for tick in history if tick["status"] == "SUCCESS"]
+    [launching] = launching_ticks
     assert len(launching["runIds"]) == SHARDS
     with open_instance(home) as instance:
         runs = [instance.get_run_by_id(run_id) for run_id in launching["runIds"]]
@@ -321,7 +322,7 @@ def test_the_schedule_previews_a_quiet_night_and_an_edit_the_daemon_runs_it_and_
     assert all(run and run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
     aggregate = aggregate_of(home, edited)
     assert aggregate is not None and aggregate["metrics cover"] == "120 of 120 rollouts", aggregate
-    assert not [tick for tick in history if tick["status"] == "FAILURE"], history
+    assert failed_ticks == [], failed_ticks
 
 
 def preview_tick(page: Page, schedule: str) -> None:
@@ -331,10 +332,10 @@ def preview_tick(page: Page, schedule: str) -> None:
     page.click("//button[normalize-space()='Continue']", "Continue: evaluate the tick")
 
 
-def ticks(url: str, schedule: str) -> list[dict[str, object]]:
-    """The schedule's ticks as the daemon recorded them, the latest first."""
+def ticks(url: str, schedule: str, *statuses: str) -> list[dict[str, object]]:
+    """The schedule's ticks as the daemon recorded them (of ``statuses``, else all), the latest first."""
     selector = {"repositoryLocationName": CODE_LOCATION, "repositoryName": REPOSITORY, "scheduleName": schedule}
-    answer = graphql(url, TICKS, {"selector": selector})
+    answer = graphql(url, TICKS, {"selector": selector, "statuses": list(statuses) or None})
     return answer["data"]["scheduleOrError"]["scheduleState"]["ticks"]
 
 

@@ -12,8 +12,9 @@ import pytest
 
 from reverify_assets.cli.rescoring_runs import rescore_shard
 from reverify_assets.defs.project import build_definitions
-from reverify_assets.defs.rescoring_defs import build_rescoring
+from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring
 from reverify_assets.rescoring.spec import find_rescoring
+from tests.support.cli import read_jsonl
 from tests.support.project import STRICT, make_project
 
 pytestmark = pytest.mark.slow
@@ -67,31 +68,58 @@ def test_sensor_waits_for_the_inputs_beside_new_rollouts(tmp_path: Path, instanc
 
 
 NIGHT = datetime(2026, 11, 30, 3, tzinfo=UTC)
+NIGHTLY = 'schedule: {cron: "0 3 * * *"}\n'
+
+
+class AggregateAutomation:
+    """The aggregate's automation condition evaluated as the reverify_aggregates sensor does, one evaluation after
+    another (each with the cursor of the one before): what it requests at each time."""
+
+    def __init__(self, root: Path, instance: dg.DagsterInstance, rescoring: RescoringDefs) -> None:
+        self.root, self.instance, self.rescoring = root, instance, rescoring
+        self.cursor: object = None
+
+    def __call__(self, at: datetime) -> set[str]:
+        result = dg.evaluate_automation_conditions(
+            defs=build_definitions(self.root),
+            instance=self.instance,
+            asset_selection=dg.AssetSelection.assets(self.rescoring.aggregate_key),
+            evaluation_time=at,
+            cursor=self.cursor,
+        )
+        self.cursor = result.cursor
+        return set(result.get_requested_partitions(self.rescoring.aggregate_key))
+
+
+def schedule_tick(root: Path, instance: dg.DagsterInstance, name: str, at: datetime) -> dg.ScheduleExecutionData:
+    """``evaluate_tick`` with the repository, as the daemon calls it: it resolves each request's partition against
+    the schedule's job, which calling the schedule's function skips."""
+    definitions = build_definitions(root)
+    schedule = definitions.get_schedule_def(f"{name}_rescore")
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    context = dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=at, repository_def=definitions.get_repository_def()
+    )
+    return schedule.evaluate_tick(context)
+
+
+def requested(data: dg.ScheduleExecutionData) -> list[str]:
+    assert data.skip_message is None, data.skip_message
+    for request in data.run_requests or []:  # resolved against the shards' job, as the daemon launches them
+        assert request.tags["dagster/partition"] == request.partition_key
+    return sorted(str(request.partition_key) for request in data.run_requests or [])
 
 
 def test_the_schedule_as_the_daemon_evaluates_it_through_four_nights(tmp_path: Path, instance) -> None:
-    """``evaluate_tick`` with the repository, as the daemon calls it: it resolves each request's partition against
-    the schedule's job, which calling the schedule's function skips. Every shard missing, nothing to do, the
-    aggregate only (the automation condition takes it at the tick), some shards stale; and an undone edit."""
+    """Every shard missing, the aggregate only (the automation condition takes it at the tick), nothing to do, some
+    shards stale; and an undone edit."""
     project = make_project(tmp_path, tasks=20)
-    cron = 'schedule: {cron: "0 3 * * *"}\n'
+    cron = NIGHTLY
     project.write_rescoring(extra=cron)
     shards = ["main.s00000", "main.s00001"]
 
     def tick(at: datetime = NIGHT) -> dg.ScheduleExecutionData:
-        definitions = build_definitions(project.root)
-        schedule = definitions.get_schedule_def(f"{project.name}_rescore")
-        assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-        context = dg.build_schedule_context(
-            instance=instance, scheduled_execution_time=at, repository_def=definitions.get_repository_def()
-        )
-        return schedule.evaluate_tick(context)
-
-    def requested(data: dg.ScheduleExecutionData) -> list[str]:
-        assert data.skip_message is None, data.skip_message
-        for request in data.run_requests or []:  # resolved against the shards' job, as the daemon launches them
-            assert request.tags["dagster/partition"] == request.partition_key
-        return sorted(str(request.partition_key) for request in data.run_requests or [])
+        return schedule_tick(project.root, instance, project.name, at)
 
     rescoring = build_rescoring(find_rescoring(project.root, project.name))
     assert tick().skip_message == (
@@ -109,20 +137,11 @@ def test_the_schedule_as_the_daemon_evaluates_it_through_four_nights(tmp_path: P
         f"all 2 shards current under config {rescoring.setup.config_hash}; the aggregate is behind (it has no results "
         "yet): reverify_aggregates materializes it after this tick"
     )
-    definitions = build_definitions(project.root)
-    selection = dg.AssetSelection.assets(rescoring.aggregate_key)
-    before = dg.evaluate_automation_conditions(
-        defs=definitions, instance=instance, asset_selection=selection, evaluation_time=NIGHT - timedelta(minutes=1)
-    )
-    assert before.get_requested_partitions(rescoring.aggregate_key) == set(), "eager alone never retries it"
-    after = dg.evaluate_automation_conditions(
-        defs=definitions,
-        instance=instance,
-        asset_selection=selection,
-        evaluation_time=NIGHT + timedelta(seconds=30),
-        cursor=before.cursor,
-    )
-    assert after.get_requested_partitions(rescoring.aggregate_key) == {rescoring.aggregate_partition}
+    aggregate_at = AggregateAutomation(project.root, instance, rescoring)
+    assert aggregate_at(NIGHT - timedelta(minutes=2)) == set(), "the first evaluation only starts the cursor"
+    assert aggregate_at(NIGHT - timedelta(minutes=1)) == set(), "eager alone does not try it again"
+    assert aggregate_at(NIGHT + timedelta(seconds=30)) == {rescoring.aggregate_partition}, "the tick does"
+    assert aggregate_at(NIGHT + timedelta(seconds=60)) == set(), "once"
     aggregate = dg.materialize(
         rescoring.assets,
         instance=instance,
@@ -146,6 +165,43 @@ def test_the_schedule_as_the_daemon_evaluates_it_through_four_nights(tmp_path: P
     # The edit undone: the first config's results are current again.
     project.write_rescoring(extra=cron)
     assert tick().skip_message == f"all 2 shards current under config {rescoring.setup.config_hash}"
+
+
+def test_a_shard_that_keeps_failing_is_retried_each_night_and_the_aggregate_goes_on_without_it(
+    tmp_path: Path, instance
+) -> None:
+    """Tasks 10..19 form shard 1; one of its rollouts lost its input row, so it fails every time. The tick asks for
+    it again; the aggregate follows at the tick with shard 0 alone, as `reverify backfill` leaves such a shard out;
+    an aggregate whose run failed is tried again at the next tick, once."""
+    project = make_project(tmp_path, tasks=20)
+    project.write_rescoring(extra=NIGHTLY)
+    rows = [row for row in read_jsonl(project.inputs) if (row["_ng_task_index"], row["_ng_rollout_index"]) != (12, 1)]
+    project.inputs.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    rescoring = build_rescoring(find_rescoring(project.root, project.name))
+    instance.add_dynamic_partitions(rescoring.shards.name, ["main.s00000", "main.s00001"])
+    assert rescore_shard(rescoring, "main.s00000")[0]
+    assert not rescore_shard(rescoring, "main.s00001")[0]
+
+    assert requested(schedule_tick(project.root, instance, project.name, NIGHT)) == [
+        rescoring.partition_key("main.s00001")
+    ]
+    aggregate_at = AggregateAutomation(project.root, instance, rescoring)
+    assert aggregate_at(NIGHT - timedelta(minutes=2)) == set()
+    assert aggregate_at(NIGHT + timedelta(seconds=30)) == {rescoring.aggregate_partition}
+
+    # The aggregate's run fails (its shards' files gone): the next tick tries it again.
+    shutil.rmtree(project.results())
+    failed = dg.materialize(
+        rescoring.assets,
+        instance=instance,
+        partition_key=rescoring.aggregate_partition,
+        selection=[rescoring.aggregate_key],
+        raise_on_error=False,
+    )
+    assert not failed.success
+    assert aggregate_at(NIGHT + timedelta(hours=1)) == set(), "not before the next tick"
+    assert aggregate_at(NIGHT + timedelta(days=1, seconds=30)) == {rescoring.aggregate_partition}
+    assert aggregate_at(NIGHT + timedelta(days=1, seconds=60)) == set()
 
 
 def test_run_failure_sensor_reports_the_shard_and_the_error(tmp_path: Path, instance) -> None:

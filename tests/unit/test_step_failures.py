@@ -4,6 +4,7 @@ back on the command line."""
 from __future__ import annotations
 
 import errno
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 
 from reverify_assets.defs.failures import Refusal, command_errors, step_failures
 from reverify_assets.errors import ReverifyError, UsageError, WriteError
+from reverify_assets.lib import process_secrets
+from reverify_assets.lib.redaction import Redactor
 
 
 @pytest.mark.parametrize(
@@ -104,3 +107,17 @@ def test_dagsters_own_failure_reaches_the_command_line_as_our_error() -> None:
     with pytest.raises(ReverifyError, match=r"^this run is of partition 'a', but its resource writes 'b'$"):
         with command_errors():
             dg.materialize([stops])
+
+
+def test_a_refusal_survives_a_pickle_as_the_error_it_carries() -> None:
+    refusal = pickle.loads(pickle.dumps(Refusal(UsageError("--append needs --judge-failed-only"), {"hint": "x"})))
+    assert isinstance(refusal.error, UsageError) and refusal.error.exit_code == 2
+    assert refusal.description == "--append needs --judge-failed-only" and refusal.metadata["hint"].value == "x"
+
+
+def test_a_secret_the_process_holds_never_reaches_the_ui(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-test-0123456789abcdef"
+    monkeypatch.setattr(process_secrets, "redact", Redactor([secret]))  # as the process's, once it knows the key
+    refusal = Refusal(ReverifyError(f"judge refused key {secret}\nwith {secret}"))
+    assert secret not in refusal.description and secret not in str(refusal.metadata["details"].value)
+    assert str(refusal.error) == f"judge refused key {secret}\nwith {secret}", "the CLI redacts when it prints"
