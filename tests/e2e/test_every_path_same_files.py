@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -77,17 +77,29 @@ def test_the_schedule_and_one_asset_materialized_alone_give_the_clis_files(
     project.write_rescoring(extra='schedule: {cron: "0 3 * * *"}\n')
     rescoring = rescoring_of(project)
     instance.add_dynamic_partitions(rescoring.shards.name, ["main.s00000", "main.s00001"])
-    schedule = build_definitions(project.root).get_schedule_def(f"{project.name}_rescore")
+    definitions = build_definitions(project.root)
+    schedule = definitions.get_schedule_def(f"{project.name}_rescore")
+    night = datetime(2026, 11, 30, 3, tzinfo=UTC)
+    aggregate_only = dg.AssetSelection.assets(rescoring.aggregate_key)
 
-    def tick() -> list[dg.RunRequest]:
-        when = datetime(2026, 11, 30, 3, tzinfo=UTC)
-        return list(schedule(dg.build_schedule_context(instance=instance, scheduled_execution_time=when)))
+    def aggregate_automation(at: datetime, cursor: object = None) -> dg.EvaluateAutomationConditionsResult:
+        return dg.evaluate_automation_conditions(
+            defs=definitions, instance=instance, asset_selection=aggregate_only, evaluation_time=at, cursor=cursor
+        )
 
-    shard_requests = tick()
+    # The daemon's tick (resolved against the repository, as the daemon does), then the shards' runs it asks for,
+    # then the aggregate the automation condition asks for after them.
+    before = aggregate_automation(night - timedelta(minutes=1))
+    context = dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=night, repository_def=definitions.get_repository_def()
+    )
+    shard_requests = list(schedule.evaluate_tick(context).run_requests or [])
     assert len(shard_requests) == 2
     execute(project, instance, shard_requests, schedule.job_name)
-    [aggregate_request] = tick()
-    execute(project, instance, [aggregate_request], schedule.job_name)
+    after = aggregate_automation(night + timedelta(seconds=30), before.cursor)
+    assert after.get_requested_partitions(rescoring.aggregate_key) == {rescoring.aggregate_partition}
+    aggregate = dg.RunRequest(job_name=rescoring.aggregate_job.name, partition_key=rescoring.aggregate_partition)
+    execute(project, instance, [aggregate], None)
     assert results(project) == expected, "the schedule's runs"
 
     # The aggregate alone, once its shards' files are in place: what the UI's Materialize on that one asset runs.
