@@ -32,6 +32,7 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
         print(f"Rollouts missing from the score: {verified.get('failures', 0)} ({by_class}); see {run.failures.path}")
         print_failure_causes(failures, verified.get("first failure messages") or {})
     print_judge_calls(verified)
+    print_requests(verified)
     print_early_stop(verified)
     if (mean := output.get("mean reward")) is not None:
         print(f"Mean reward: {mean:.4f}")
@@ -63,6 +64,13 @@ def print_judge_calls(verified: dict[str, Any]) -> None:
         print(f"Judge calls: {made} (the judge-call cache is off)")
     else:
         print(f"Judge calls: {made}, {hits} answered by the judge-call cache ({where})")
+
+
+def print_requests(verified: dict[str, Any]) -> None:
+    """How each server's rows were sent: a batch route, or one request a row (a server at a `url:`, or one whose
+    ``verify`` needs the HTTP request)."""
+    if routes := verified.get("requests"):
+        print("Requests: " + "; ".join(f"{server} by {route}" for server, route in sorted(routes.items())))
 
 
 def print_early_stop(verified: dict[str, Any]) -> None:

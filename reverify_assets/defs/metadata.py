@@ -53,6 +53,7 @@ def verification_metadata(
         "not persisted": stats.not_persisted,
         "verifier config hash": config_hash,
         "reverify modes": dg.MetadataValue.json(result.reverify_modes),
+        "requests": dg.MetadataValue.json(result.routes),
         "rows/s": round(stats.rows_per_second, 1),
     }
     metadata.update(judge_call_metadata(stats))

@@ -78,6 +78,7 @@ def verified_events(
         "first failure messages this run": dg.MetadataValue.json(result.stats.first_failure_messages),
         "rows verified this run": result.stats.verified,
         "verifier config hash": config_hash,
+        "requests": dg.MetadataValue.json(result.routes),
         **judge_call_metadata(result.stats),
     }
     if (mean := verified.whole.mean_reward(result)) is not None:

@@ -32,7 +32,7 @@ from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, probe_note, unsafe_servers
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
-from reverify_assets.verifier.client import VerifierClient
+from reverify_assets.verifier.client import Route, VerifierClient
 from reverify_assets.verifier.launcher import PrestartedServers, ServerFleet
 from reverify_assets.verifier.replicas import ReplicaSet
 
@@ -68,6 +68,11 @@ class VerificationResult:
     reverify_modes: dict[str, str]
     unsafe: bool
     skipped: int  # rows the output (or its sidecar) had already settled
+    routes: dict[str, str]  # how each server's rows were sent, as the summary says it
+
+
+def describe_route(route: Route, rows: int) -> str:
+    return f"{route}, {rows} rows a request" if route is not Route.VERIFY else f"{route}, one request a row"
 
 
 def routed_blocks(setup: VerifierSetup, plan: pl.DataFrame) -> list[ServerBlock]:
@@ -170,8 +175,9 @@ async def _verify(
         stamps = {name: provenance(setup.config_hash, setup.topology.servers[name], modes[name]) for name in clients}
         pairs = stack.enter_context(PairReader(step.inputs, step.responses))
         names = list(clients)
-        stored_limits = await asyncio.gather(*(clients[name].stored_rows_limit() for name in names))
-        limits = {name: stored or 1 for name, stored in zip(names, stored_limits, strict=True)}
+        offered = dict(zip(names, await asyncio.gather(*(clients[name].route() for name in names)), strict=True))
+        routes = {name: route for name, (route, _) in offered.items()}
+        sizes = batch_sizes({name: rows for name, (_, rows) in offered.items()}, step.concurrency)
         stats = await verify_plan(
             pending,
             pairs,
@@ -179,8 +185,8 @@ async def _verify(
             files,
             stamps,
             concurrency=step.concurrency,
-            batch_rows=batch_sizes(limits, step.concurrency),
-            stored_rows={name: stored > 0 for name, stored in zip(names, stored_limits, strict=True)},
+            batch_rows=sizes,
+            routes=routes,
             on_progress=on_progress,
             budget=step.budget(setup.config),
         )
@@ -188,7 +194,8 @@ async def _verify(
         # that. A fresh file whose rows all settled in key order is sorted already.
         if not step.policy.append and not (cache is None and stats.output_in_key_order):
             sort_by_key(files.output)
-    return VerificationResult(files, stats, modes, unsafe, plan.height - pending.height)
+    described = {name: describe_route(routes[name], sizes[name]) for name in names}
+    return VerificationResult(files, stats, modes, unsafe, plan.height - pending.height, described)
 
 
 def _join(replicas: ReplicaSet, name: str, session: aiohttp.ClientSession, retry: RetryPolicy, url: str) -> int:

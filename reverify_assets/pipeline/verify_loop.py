@@ -28,7 +28,7 @@ from reverify_assets.lib.routed_row import RoutedRow, route_result, route_verify
 from reverify_assets.lib.unreachable_watch import UnreachableWatch
 from reverify_assets.pipeline.judge_budget import JudgeBudget, JudgeSpent
 from reverify_assets.pipeline.row_source import PairReader
-from reverify_assets.verifier.client import StoredRowOutcome, VerifierClient, VerifyOutcome
+from reverify_assets.verifier.client import Route, StoredRowOutcome, VerifierClient, VerifyOutcome
 
 WRITE_BATCH_LINES = 256
 PLAN_COLUMNS = ("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", "server")
@@ -81,7 +81,8 @@ class _Settled:
 
 @dataclass(slots=True)
 class _Planned:
-    """A row whose verify request the CLI builds (servers without ``/reverify_batch``)."""
+    """A row whose verify request the CLI builds (servers without ``/reverify_batch``): sent by ``/verify_batch``
+    or ``/verify``."""
 
     key: RolloutKey
     payload: dict[str, Any]
@@ -135,6 +136,15 @@ async def _verify_row(
     return [_settle(planned, outcome, stamp, server)]
 
 
+async def _verify_batch(
+    server: str, client: VerifierClient, batch: list[_Planned], stamp: dict[str, str], slots: asyncio.Semaphore
+) -> list[_Settled]:
+    """Rows whose verify requests the CLI built, several to a ``/verify_batch`` request (NeMo Gym's servers)."""
+    async with slots:
+        outcomes = await client.verify_batch([orjson.dumps(planned.payload) for planned in batch])
+    return [_settle(planned, outcome, stamp, server) for planned, outcome in zip(batch, outcomes, strict=True)]
+
+
 async def _reverify_stored_batch(
     server: str,
     client: VerifierClient,
@@ -165,19 +175,20 @@ async def verify_plan(
     *,
     concurrency: int,
     batch_rows: Mapping[str, int] | None = None,
-    stored_rows: Mapping[str, bool] | None = None,
+    routes: Mapping[str, Route] | None = None,
     on_progress: Callable[[VerifyStats], None] | None = None,
     progress_every_s: float = 5.0,
     budget: JudgeBudget | None = None,
 ) -> VerifyStats:
-    """``stored_rows``: the servers whose ``/reverify_batch`` takes the stored lines as they are (none by default);
-    the others get one ``/verify`` per row, and ``concurrency`` rows in flight is then ``concurrency`` requests.
-    ``batch_rows``: rows per ``/reverify_batch`` request by server (see :func:`batch_sizes`; 1 by default).
+    """``routes``: how each server's rows are sent (``VerifierClient.route``; one ``/verify`` a row by default, and
+    ``concurrency`` rows in flight is then ``concurrency`` requests). ``batch_rows``: rows per request by server of
+    the batch routes (see :func:`batch_sizes`; 1 by default).
     ``budget``: what the judges may spend (``judge_budget``); the rows it leaves unsent are in ``rows_left``.
     """
     stats = VerifyStats(planned=plan.height)
-    sends_stored = {server: bool((stored_rows or {}).get(server)) for server in clients}
-    sizes = {server: (batch_rows or {}).get(server, 1) if sends_stored[server] else 1 for server in clients}
+    route_of = {server: (routes or {}).get(server, Route.VERIFY) for server in clients}
+    sends_stored = {server: route_of[server] is Route.STORED_ROWS for server in clients}
+    sizes = {server: 1 if route_of[server] is Route.VERIFY else (batch_rows or {}).get(server, 1) for server in clients}
     slots = asyncio.Semaphore(max(1, concurrency // min(sizes.values(), default=1)))
     # Twice the in-flight limit keeps the server busy while results are being written.
     room = asyncio.Semaphore(2 * concurrency)
@@ -199,6 +210,8 @@ async def verify_plan(
     def send(server: str, batch: list[Any]) -> None:
         if sends_stored[server]:
             work = _reverify_stored_batch(server, clients[server], batch, stamps[server], slots, pairs)
+        elif route_of[server] is Route.VERIFY_BATCH:
+            work = _verify_batch(server, clients[server], batch, stamps[server], slots)
         else:
             work = _verify_row(server, clients[server], batch, stamps[server], slots)
         task = asyncio.create_task(work)

@@ -6,6 +6,7 @@ import asyncio
 import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, TypeVar, cast
 
 import aiohttp
@@ -28,7 +29,16 @@ from reverify_assets.lib.verifier_wire import (
 )
 
 JSON_HEADERS = {"Content-Type": "application/json"}
+NDJSON_HEADERS = {"Content-Type": "application/x-ndjson"}
 Outcome = TypeVar("Outcome")
+
+
+class Route(StrEnum):
+    """How a server's rows are sent, the fastest it offers first."""
+
+    STORED_ROWS = "/reverify_batch"  # a built-in server: the two stored lines in, the line to store out
+    VERIFY_BATCH = "/verify_batch"  # one of NeMo Gym's, through the route ``gym.verify_batch_route`` adds
+    VERIFY = "/verify"  # one request a row: a server at a `url:`, or one that cannot take a batch
 
 
 # Not frozen: one is made for every row, and a frozen dataclass's __init__ costs about three times as much.
@@ -83,11 +93,18 @@ class VerifierClient:
             raise ConnectionError(f"GET {self.base_url}/reverify_mode failed: {exc}") from exc
         return str(mode).lower()
 
-    async def stored_rows_limit(self) -> int:
-        """Rows per ``/reverify_batch`` request the server takes; 0 when it has no such route (NeMo Gym's
-        servers), and the CLI then builds each verify request itself, one ``/verify`` per row."""
+    async def route(self) -> tuple[Route, int]:
+        """The server's fastest route, and the rows a request of it takes: ``/reverify_batch`` (built-in
+        servers), else ``/verify_batch`` (NeMo Gym's, started by us), else one ``/verify`` a row."""
+        for batch in (Route.STORED_ROWS, Route.VERIFY_BATCH):
+            if (rows := await self._batch_limit(batch)) > 1:
+                return batch, rows
+        return Route.VERIFY, 1
+
+    async def _batch_limit(self, route: Route) -> int:
+        """Rows per request of ``route`` the server takes (``GET`` answers ``{"max_rows": N}``); 0 without it."""
         try:
-            async with self.session.get(f"{self.base_url}/reverify_batch", timeout=self._timeout) as reply:
+            async with self.session.get(f"{self.base_url}{route}", timeout=self._timeout) as reply:
                 if reply.status != 200:
                     return 0
                 limits = orjson.loads(await reply.read())
@@ -96,6 +113,17 @@ class VerifierClient:
         max_rows = limits.get("max_rows") if isinstance(limits, dict) else None
         return max_rows if isinstance(max_rows, int) and max_rows > 1 else 0
 
+    async def verify_batch(self, bodies: list[bytes]) -> list[VerifyOutcome]:
+        """Each ``/verify`` body's outcome, in order, by ``/verify_batch`` (see ``gym.verify_batch_route``): a
+        row's reply, its retries and its error are those one ``/verify`` a row would have had."""
+
+        def request(waiting: list[int]) -> bytes:
+            return b"\n".join(bodies[index] for index in waiting)
+
+        return await self._batch(
+            Route.VERIFY_BATCH, len(bodies), request, _settle_verify_batch, _failed_verify, NDJSON_HEADERS
+        )
+
     async def reverify_batch(self, rows: list[bytes], stamp: bytes) -> list[StoredRowOutcome]:
         """Each stored row's outcome, in order, by ``/reverify_batch`` (see ``servers.stored_rows``): each of
         ``rows`` is ``[task, rollout, <input line>, <rollout line>]``, and ``stamp`` the provenance as JSON."""
@@ -103,7 +131,7 @@ class VerifierClient:
         def request(waiting: list[int]) -> bytes:
             return b'{"stamp":' + stamp + b',"rows":[' + b",".join(rows[index] for index in waiting) + b"]}"
 
-        return await self._batch("/reverify_batch", len(rows), request, _settle_reverify_batch, _failed_stored)
+        return await self._batch(Route.STORED_ROWS, len(rows), request, _settle_reverify_batch, _failed_stored)
 
     async def _batch(
         self,
@@ -112,6 +140,7 @@ class VerifierClient:
         request: Callable[[list[int]], bytes],
         settle: Callable[[bytes, list[int], list[Outcome | None], dict[int, str]], list[int]],
         failed: Callable[[str], Outcome],
+        headers: dict[str, str] = JSON_HEADERS,
     ) -> list[Outcome]:
         """POST the rows still waiting until each has settled or the attempts run out. ``settle`` fills the
         outcomes a 200 reply gives and returns the rows to send again, noting why in its last argument."""
@@ -125,7 +154,7 @@ class VerifierClient:
                 await asyncio.sleep(self.retry.delay(attempt - 1))
             attempt += 1
             try:
-                status, payload = await self._post(f"{self.base_url}{route}", request(waiting), waits)
+                status, payload = await self._post(f"{self.base_url}{route}", request(waiting), waits, headers)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 error = _describe(exc)
                 last_errors.update(dict.fromkeys(waiting, error))
@@ -171,7 +200,9 @@ class VerifierClient:
                 return VerifyOutcome(None, last_error)  # the request itself is wrong: retrying won't help
         return VerifyOutcome(None, f"{last_error} (after {self.retry.attempts} attempts)")
 
-    async def _post(self, url: str, body: bytes, waits: ThrottleWaits) -> tuple[int, bytes]:
+    async def _post(
+        self, url: str, body: bytes, waits: ThrottleWaits, headers: dict[str, str] = JSON_HEADERS
+    ) -> tuple[int, bytes]:
         """One POST. A throttled reply (429, or 503 with ``Retry-After``) cuts the requests in flight to this
         server; one saying how long to wait holds every request back that long, and sets ``waits.granted``
         while its call's budget lasts."""
@@ -181,7 +212,7 @@ class VerifierClient:
             self._in_flight += 1
             self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
             try:
-                status, payload, wait_s = await self._send(url, body)
+                status, payload, wait_s = await self._send(url, body, headers)
             finally:
                 self._in_flight -= 1
             if is_throttled(status, wait_s):
@@ -191,7 +222,7 @@ class VerifierClient:
                 throttle = self.throttle
         else:
             async with throttle.slot() as slot:
-                status, payload, wait_s = await self._send(url, body)
+                status, payload, wait_s = await self._send(url, body, headers)
             if is_throttled(status, wait_s):
                 throttle.throttled(slot)
             elif status == 200:
@@ -200,8 +231,8 @@ class VerifierClient:
             throttle.pause(wait_s)
         return status, payload
 
-    async def _send(self, url: str, body: bytes) -> tuple[int, bytes, float | None]:
-        async with self.session.post(url, data=body, headers=JSON_HEADERS, timeout=self._timeout) as reply:
+    async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, float | None]:
+        async with self.session.post(url, data=body, headers=headers, timeout=self._timeout) as reply:
             payload = await reply.read()
             wait_s = retry_after_s(reply.headers) if reply.status in THROTTLED_STATUSES else None
             return reply.status, payload, wait_s
@@ -269,6 +300,51 @@ def _settle_reverify_batch(
     for index, outcome in settled:
         outcomes[index] = outcome
     return again
+
+
+# A line of /verify_batch's reply: the row's status, then its /verify reply as the server sent it.
+_VERIFY_LINE_HEAD, _VERIFY_LINE_BODY = b'{"status":', b',"body":'
+
+
+def _settle_verify_batch(
+    payload: bytes, sent: list[int], outcomes: list[VerifyOutcome | None], last_errors: dict[int, str]
+) -> list[int]:
+    """The reply is NDJSON, a line a row in order: ``{"status": S, "body": B}``, B the bytes ``/verify`` would
+    have answered, taken as they are (not parsed and dumped again), so a row's message is the same either way."""
+    lines = payload.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    again: list[int] = []
+    settled: list[tuple[int, VerifyOutcome]] = []
+    try:
+        if len(lines) != len(sent):
+            raise ValueError(f"it has {len(lines)} lines for {len(sent)} rows")
+        for index, line in zip(sent, lines, strict=True):
+            head, separator, rest = line.partition(_VERIFY_LINE_BODY)
+            if not head.startswith(_VERIFY_LINE_HEAD) or not separator or not rest.endswith(b"}"):
+                raise ValueError(f"a line is not a row's status and body: {_short(line)}")
+            status, body = int(head[len(_VERIFY_LINE_HEAD) :]), rest[:-1]
+            if status == 200:
+                settled.append((index, _parse_verify_reply(body)))
+                continue
+            error = f"HTTP {status}: {_short(body)}"
+            if is_retryable_status(status):
+                last_errors[index] = error
+                again.append(index)
+            else:
+                settled.append((index, VerifyOutcome(None, error)))
+    except ValueError as exc:
+        error = f"the verify_batch reply is malformed ({exc})"
+        for index in sent:
+            outcomes[index] = VerifyOutcome(None, error)
+        return []
+    for index, outcome in settled:
+        outcomes[index] = outcome
+    return again
+
+
+def _failed_verify(error: str) -> VerifyOutcome:
+    return VerifyOutcome(None, error)
 
 
 def _stored_row_outcome(result: dict[str, Any], lines: Iterator[bytes]) -> StoredRowOutcome:

@@ -2,7 +2,7 @@
 
 A server that declares itself stateless grades a request from the request and its config alone, so any copy
 gives the same answer. Copies may join while requests are already being sent (they start after the first one
-has said it is stateless). ``/reverify_mode``, the batch limit and ``/aggregate_metrics`` go to the first copy.
+has said it is stateless). ``/reverify_mode``, the batch limits and ``/aggregate_metrics`` go to the first copy.
 """
 
 from __future__ import annotations
@@ -40,3 +40,6 @@ class ReplicaSet(VerifierClient):
 
     async def reverify_batch(self, rows: list[bytes], stamp: bytes) -> list[StoredRowOutcome]:
         return await self._on_least_busy(lambda replica: replica.reverify_batch(rows, stamp))
+
+    async def verify_batch(self, bodies: list[bytes]) -> list[VerifyOutcome]:
+        return await self._on_least_busy(lambda replica: replica.verify_batch(bodies))

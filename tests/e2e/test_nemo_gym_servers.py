@@ -86,6 +86,8 @@ def test_a_nemo_gym_server_started_from_its_config_gives_nemo_gyms_results(
     done = gym_run(tmp_path, python, name, *flags)
     assert done.returncode == 0, done.stderr
     assert f"starting NeMo Gym's {name} server" in done.stderr
+    # Every row by the route our bootstrap adds to the server's own app, with /verify's replies.
+    assert f"Requests: {name} by /verify_batch, 16 rows a request" in done.stdout, done.stdout
     expected = SERVERS_DATA / name / "expected"
     stem = "unsafe_out" if name in NEEDS_FORCE else "out"
     output = tmp_path / "out" / f"{stem}.jsonl"
@@ -125,6 +127,33 @@ def test_the_nemo_gym_users_own_command_from_their_nemo_gym_folder(tmp_path: Pat
     [theirs] = json.loads((expected / f"{stem}_aggregate_metrics.json").read_text())
     [ours] = json.loads((tmp_path / f"{stem}_aggregate_metrics.json").read_text())
     assert {section: ours[section] for section in theirs} == theirs
+
+
+def test_a_server_whose_verify_needs_the_http_request_gets_one_verify_a_row(tmp_path: Path, python: Path) -> None:
+    """NeMo Gym's example_session_state_mgmt reads the session of the request its ``verify`` takes: no batch route
+    for it, and its rows settle as one ``/verify`` each gives them (here a failure: reverification seeds no
+    session), none lost."""
+    name = "example_session_state_mgmt"
+    folder = server_folder(python, name)
+    agent = {"type": "responses_api_agents", "name": f"{name}_simple_agent"}
+    inputs, rollouts = tmp_path / "rollouts_materialized_inputs.jsonl", tmp_path / "rollouts.jsonl"
+    tasks = [json.loads(line) for line in (folder / "data" / "example.jsonl").open()]
+    answers = [json.loads(line) for line in (folder / "data" / "example_rollouts.jsonl").open()]
+    keys = [{"_ng_task_index": n, "_ng_rollout_index": 0, "agent_ref": agent} for n in range(len(answers))]
+    inputs.write_text("".join(json.dumps(task | key) + "\n" for task, key in zip(tasks, keys, strict=False)))
+    rollouts.write_text("".join(json.dumps(answer | key) + "\n" for answer, key in zip(answers, keys, strict=True)))
+    output = tmp_path / "out" / "out.jsonl"
+    config = folder / "configs" / f"{name}.yaml"
+    done = run_reaped(
+        [REVERIFY, *map(str, run_args(config, inputs, rollouts, output, "--force"))],
+        env=gym_env(tmp_path / "home", python),
+        timeout=CLI_LIMIT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Requests: {name}_resources_server by /verify, one request a row" in done.stdout, done.stdout
+    written = output.with_name("unsafe_out.jsonl")
+    scored = [*read_jsonl(written), *read_jsonl(written.with_name("unsafe_out_failures.jsonl"))]
+    assert sorted(row_key(row) for row in scored) == [(n, 0) for n in range(min(len(tasks), len(answers)))]
 
 
 def test_a_server_that_is_not_stateless_needs_force(tmp_path: Path, python: Path) -> None:

@@ -15,7 +15,7 @@ from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import route_result
 from reverify_assets.servers.app import build_app
 from reverify_assets.servers.protocol import MAX_BATCH_ROWS, BadVerifyRequest, ResourcesServer
-from reverify_assets.verifier.client import StoredRowOutcome
+from reverify_assets.verifier.client import Route, StoredRowOutcome
 from tests.support.app_client import client_for, run
 
 STAMP = {"config_hash": "abc123", "server": "s", "type": "scripted", "reverify_mode": "stateless"}
@@ -68,7 +68,7 @@ def test_each_stored_row_is_stored_as_the_cli_would_store_its_verify_answer() ->
         server = ScriptedServer()
         pairs = [stored_pair(task, action) for task, action in enumerate(ACTIONS)]
         async with client_for(build_app(server)) as client:
-            assert await client.stored_rows_limit() == MAX_BATCH_ROWS
+            assert await client.route() == (Route.STORED_ROWS, MAX_BATCH_ROWS)
             stored = await client.reverify_batch(
                 [stored_row(task, *pair) for task, pair in enumerate(pairs)], orjson.dumps(STAMP)
             )

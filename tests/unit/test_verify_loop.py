@@ -17,7 +17,7 @@ from reverify_assets.lib.routed_row import RoutedRow
 from reverify_assets.pipeline import row_source
 from reverify_assets.pipeline.row_source import PairReader, ReadPair
 from reverify_assets.pipeline.verify_loop import verify_plan
-from reverify_assets.verifier.client import StoredRowOutcome, VerifyOutcome
+from reverify_assets.verifier.client import Route, StoredRowOutcome, VerifyOutcome
 
 
 class Client:
@@ -149,7 +149,7 @@ def test_batches_never_exceed_their_size_and_every_row_lands_once(tmp_path: Path
         {"s": {}},
         concurrency=16,
         batch_rows={"s": 4},
-        stored_rows={"s": True},
+        routes={"s": Route.STORED_ROWS},
     )
     stats = asyncio.run(run)
     assert sorted(written_tasks(files)) == list(range(100)) and stats.verified == 100
@@ -178,7 +178,7 @@ def test_half_filled_batches_of_many_servers_cannot_stall_the_run(tmp_path: Path
         {server: {} for server in servers},
         concurrency=2,
         batch_rows=dict.fromkeys(servers, 16),
-        stored_rows=dict.fromkeys(servers, True),
+        routes=dict.fromkeys(servers, Route.STORED_ROWS),
     )
     stats = asyncio.run(asyncio.wait_for(run, timeout=60))
     assert sorted(written_tasks(files)) == list(range(60)) and stats.verified == 60
@@ -196,7 +196,7 @@ def test_stored_rows_go_out_as_their_two_lines_and_come_back_as_the_lines_to_sto
             {"s": {"config_hash": "c"}},
             concurrency=8,
             batch_rows={"s": 2},
-            stored_rows={"s": True},
+            routes={"s": Route.STORED_ROWS},
         )
     )
     assert sorted(client.rows) == sorted(b'[%d,0,{"in":%d},{"out":%d}]' % (task, task, 10 * task) for task in range(10))
@@ -226,7 +226,7 @@ def test_a_stale_stored_row_stops_the_run_and_keeps_what_settled(tmp_path: Path,
         {"s": {}},
         concurrency=4,
         batch_rows={"s": 1},
-        stored_rows={"s": True},
+        routes={"s": Route.STORED_ROWS},
     )
     with pytest.raises((ReverifyError, RuntimeError), match=error):
         asyncio.run(run)
@@ -257,3 +257,41 @@ def test_pair_reader_reads_the_stored_lines_at_their_offsets(tmp_path: Path, mon
         (b'{"i":0}', b'{"r":1}'),
     ]
     assert read_at == [0, 16, 0, 8, 8, 0, 8]  # inputs at 0, 0, 8, 0: the repeated one read once
+
+
+class VerifyBatchClient(Client):
+    """A NeMo Gym server with ``/verify_batch``: the rows' own verify requests, several a request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batch_sizes: list[int] = []
+
+    async def verify(self, body: bytes) -> VerifyOutcome:
+        raise AssertionError("a server with /verify_batch gets no /verify")
+
+    async def verify_batch(self, bodies: list[bytes]) -> list[VerifyOutcome]:
+        self.batch_sizes.append(len(bodies))
+        tasks = [orjson.loads(body)["_ng_task_index"] for body in bodies]
+        return [VerifyOutcome({"reward": 1.0}) if task % 7 else VerifyOutcome(None, "HTTP 500: boom") for task in tasks]
+
+
+def test_verify_requests_go_several_to_a_verify_batch_and_each_row_settles_alone(tmp_path: Path) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    client = VerifyBatchClient()
+    run = verify_plan(
+        plan(50),
+        Pairs(),
+        {"s": client},
+        files,
+        {"s": {}},
+        concurrency=16,
+        batch_rows={"s": 4},
+        routes={"s": Route.VERIFY_BATCH},
+    )
+    stats = asyncio.run(run)
+    failed = [task for task in range(50) if task % 7 == 0]
+    assert sorted(written_tasks(files)) == [task for task in range(50) if task not in failed]
+    sidecar = [orjson.loads(line) for line in files.sidecar.read_bytes().splitlines()]
+    assert sorted(row["_ng_task_index"] for row in sidecar) == failed, "a failed row fails alone"
+    assert {row["_ng_failure_class"] for row in sidecar} == {"verify_failed"}
+    assert stats.verified == 50 and max(client.batch_sizes) == 4 and sum(client.batch_sizes) == 50

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from reverify_assets.servers.app import build_app
 from reverify_assets.servers.protocol import BadVerifyRequest, ResourcesServer
-from reverify_assets.verifier.client import VerifyOutcome
+from reverify_assets.verifier.client import Route, VerifierClient, VerifyOutcome
 from tests.support.app_client import client_for, run
 
 
@@ -74,7 +74,7 @@ def test_a_server_without_our_batch_route_gets_one_verify_per_row() -> None:
 
     async def test() -> None:
         async with client_for(app) as client:
-            assert await client.stored_rows_limit() == 0
+            assert await client.route() == (Route.VERIFY, 1)
             assert await client.verify(body("ok")) == VerifyOutcome({"reward": 0.0, "id": "r0", "do": "ok"})
 
     run(test)
@@ -106,5 +106,81 @@ def test_a_batch_runs_its_rows_concurrently_only_for_a_server_that_waits(verify_
             outcomes = await client.reverify_batch(rows, b"null")
         assert all(outcome.routed is not None for outcome in outcomes)
         assert server.most_running == most_at_once
+
+    run(test)
+
+
+def nemo_gym_like(server: ScriptedServer, reach: dict[str, VerifierClient]) -> web.Application:
+    """``/verify`` as NeMo Gym's middleware answers (an exception's ``repr`` as a JSON 500), and ``/verify_batch``
+    as ``gym.verify_batch_route`` does: each line handed to that ``/verify`` (through ``reach["app"]``, a client
+    of this app), its status and body as they came, a line each."""
+
+    async def verify(request: web.Request) -> web.Response:
+        try:
+            return web.json_response(await server.verify(await request.json()))
+        except BadVerifyRequest as exc:
+            return web.json_response({"detail": str(exc)}, status=422)
+        except Exception as exc:
+            return web.json_response(repr(exc), status=500)
+
+    async def limits(_: web.Request) -> web.Response:
+        return web.json_response({"max_rows": 8})
+
+    async def verify_batch(request: web.Request) -> web.Response:
+        async def one(line: bytes) -> bytes:
+            itself = reach["app"]
+            async with itself.session.post(f"{itself.base_url}/verify", data=line) as reply:
+                return b'{"status":%d,"body":%b}' % (reply.status, await reply.read())
+
+        lines = [line for line in (await request.read()).split(b"\n") if line]
+        answers = await asyncio.gather(*(one(line) for line in lines))
+        return web.Response(body=b"\n".join(answers) + b"\n", content_type="application/x-ndjson")
+
+    app = web.Application()
+    app.router.add_post("/verify", verify)
+    app.router.add_get("/verify_batch", limits)
+    app.router.add_post("/verify_batch", verify_batch)
+    return app
+
+
+def test_a_batch_settles_each_row_as_one_verify_a_row_would_retries_included() -> None:
+    """Rows of every kind in one batch: each settles with the outcome and the attempts of its own ``/verify``."""
+    actions = ["ok", "flaky", "bad", "boom", "no_reward"]
+
+    def bodies() -> list[bytes]:
+        return [orjson.dumps({"id": f"r{n}", "do": action}) for n, action in enumerate(actions)]
+
+    async def test() -> None:
+        one_a_row, batched = ScriptedServer(), ScriptedServer()
+        async with client_for(nemo_gym_like(one_a_row, {})) as client:
+            singly = [await client.verify(row) for row in bodies()]
+        reach: dict[str, VerifierClient] = {}
+        async with client_for(nemo_gym_like(batched, reach)) as client:
+            reach["app"] = client
+            assert await client.route() == (Route.VERIFY_BATCH, 8)
+            together = await client.verify_batch(bodies())
+        assert together == singly
+        assert batched.attempts == one_a_row.attempts == Counter({"r0": 1, "r1": 2, "r2": 1, "r3": 3, "r4": 1})
+
+    run(test)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b'{"status":200,"body":{"reward":1}}\n', b"not a line\nnot a line\n", b'{"status":200,"bod":{}}\n' * 2],
+    ids=["a line short", "not lines of rows", "no body"],
+)
+def test_a_malformed_batch_reply_fails_its_rows_and_says_why(reply: bytes) -> None:
+    async def batch(_: web.Request) -> web.Response:
+        return web.Response(body=reply)
+
+    app = web.Application()
+    app.router.add_post("/verify_batch", batch)
+
+    async def test() -> None:
+        async with client_for(app) as client:
+            outcomes = await client.verify_batch([body("ok"), body("ok")])
+        assert [outcome.result for outcome in outcomes] == [None, None]
+        assert all("the verify_batch reply is malformed" in (outcome.error or "") for outcome in outcomes)
 
     run(test)
