@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.gym.installation import PYTHON_KEY, RESOURCES_SERVERS, find_installation
+from reverify_assets.lib.payload import build_verify_payload
 from tests.support.cli import (
     CLI_LIMIT_S,
     CONFORMANCE,
@@ -253,6 +254,35 @@ def test_the_server_is_stopped_however_the_command_ends(tmp_path: Path, python: 
         cli.wait()
 
 
+def post(url: str, body: bytes) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=CLI_LIMIT_S) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read()
+
+
+def assert_a_batch_answers_as_verify_does(url: str) -> None:
+    """NeMo Gym's mcqa: every row of one /verify_batch has the status and the bytes its own /verify has, a row
+    whose verify raises (a regex in its template that is not text) and a row its request model refuses among them."""
+    inputs = {row_key(row): row for row in read_jsonl(CONFORMANCE_INPUTS)}
+    bodies = [
+        json.dumps(build_verify_payload(inputs[row_key(row)], row, row_key(row))).encode()
+        for row in read_jsonl(CONFORMANCE_ROLLOUTS)[:20]
+    ]
+    raising = json.loads(bodies[0]) | {"template_metadata": {"output_regex": [123]}}  # re.findall raises
+    bodies[5:5] = [json.dumps(raising).encode(), b'{"responses_create_params": 3}']
+    one_a_row = [post(f"{url}/verify", body) for body in bodies]
+    status, batch = post(f"{url}/verify_batch", b"\n".join(bodies))
+    assert status == 200
+    lines = [json.loads(line) for line in batch.splitlines()]
+    assert [line["status"] for line in lines] == [status for status, _ in one_a_row]
+    assert [status for status, _ in one_a_row][5:7] == [500, 422] and b"TypeError(" in one_a_row[5][1]
+    for (_, expected), line in zip(one_a_row, lines, strict=True):
+        assert json.dumps(line["body"], separators=(",", ":"), ensure_ascii=False).encode() == expected
+
+
 def test_serve_hosts_copies_of_a_nemo_gym_server_behind_one_address(tmp_path: Path, python: Path) -> None:
     """`reverify serve` for rescorings that reach the server by url: two copies of NeMo Gym's mcqa, one address."""
     folder = server_folder(python, "mcqa")
@@ -286,9 +316,11 @@ def test_serve_hosts_copies_of_a_nemo_gym_server_behind_one_address(tmp_path: Pa
             row_key(row): row["row_default"]["reward"] for row in read_jsonl(CONFORMANCE / "expected_by_mode.jsonl")
         }
         assert {row_key(row): row["reward"] for row in read_jsonl(output)} == expected
+        assert "Requests: mcqa by /verify_batch, 16 rows a request" in done.stdout, "served by copies at a url:"
         with urllib.request.urlopen(f"{url}/_replicas", timeout=30) as reply:
             copies = json.loads(reply.read())
         assert len(copies) == 2 and all(copy["served"] > 0 for copy in copies), copies
+        assert_a_batch_answers_as_verify_does(url)
         os.killpg(serve.pid, signal.SIGINT)
         assert serve.wait(timeout=120) == 0, log.read_text()
         assert "servers stopped" in log.read_text()
