@@ -9,13 +9,15 @@ Through HTTP, about four fifths of such a server's CPU a row is uvicorn, FastAPI
 Gym's middleware. Here each row is handed to the ``/verify`` route's own FastAPI handler (the request model
 ``verify`` declares validated, the same callable, ``judge_failsafe`` and the tracing included, the response
 serialised by the route's response model) through a request made in memory, and an exception becomes the reply
-NeMo Gym's exception middleware would have made of it. So every row's status and body are byte for byte what
+the app's own exception handlers (a 422, an ``HTTPException``) or else NeMo Gym's exception middleware would have
+made of it. So every row's status and body are byte for byte what
 ``/verify`` answers, without a connection, headers or middleware per row.
 
 * ``GET /verify_batch`` answers ``{"max_rows": N}``; 404 where the route could not be added (a server whose
   ``verify`` takes the HTTP request or its session), and the client then sends one ``/verify`` a row.
 * ``POST /verify_batch`` takes NDJSON, one ``/verify`` body a line (at most N), and answers NDJSON, one line a
-  row in order: ``{"status": S, "body": B}``, B being ``/verify``'s reply as it would have sent it (a JSON value).
+  row in order: ``{"status": S, "body": B}``, B being ``/verify``'s JSON reply as it would have sent it, or
+  ``{"status": S, "text": T}`` for a reply that is not JSON, T its text as a JSON string.
   The rows of a batch run concurrently, as they would have in as many requests.
 """
 
@@ -31,9 +33,9 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 MAX_ROWS = 256
 NDJSON = "application/x-ndjson"
@@ -52,6 +54,21 @@ def _batchable(server: Any) -> bool:
     return not any(parameter.annotation in (Request, "Request") for parameter in parameters) and not any(
         parameter.name == "request" for parameter in parameters
     )
+
+
+def _app_handler(app: FastAPI, exc: Exception) -> Any:
+    """The app's own handler of ``exc``, as Starlette's exception middleware (inside NeMo Gym's) picks it: by an
+    HTTPException's status, else by the exception's class. Handlers of ``Exception`` itself run outside NeMo
+    Gym's middleware, which answers first."""
+    handlers = app.exception_handlers
+    if isinstance(exc, HTTPException) and exc.status_code in handlers:
+        return handlers[exc.status_code]
+    for kind in type(exc).__mro__:
+        if kind is Exception:
+            return None
+        if kind in handlers:
+            return handlers[kind]
+    return None
 
 
 def add_verify_batch(app: FastAPI, server: Any) -> None:
@@ -99,12 +116,17 @@ def add_verify_batch(app: FastAPI, server: Any) -> None:
             request = Request(scope, receive)
             try:
                 response = await handle(request)
-            except RequestValidationError as exc:  # as the app's own handler answers it (a 422)
-                response = await app.exception_handlers[RequestValidationError](request, exc)
-            except Exception as exc:  # as the middleware catches it: the other rows go on
-                response = failed(exc)
-        shown = response.body if response.media_type == "application/json" else json.dumps(response.body.decode())
-        return b'{"status":%d,"body":%b}' % (response.status_code, shown)
+            except Exception as exc:  # the other rows go on, as other requests would
+                if (answer := _app_handler(app, exc)) is not None:  # a 422, an HTTPException's status and detail
+                    response = answer(request, exc)
+                    if inspect.isawaitable(response):
+                        response = await response
+                else:  # what NeMo Gym's exception middleware makes of it
+                    response = failed(exc)
+        if (response.media_type or "").startswith("application/json"):
+            return b'{"status":%d,"body":%b}' % (response.status_code, response.body)
+        text = json.dumps(response.body.decode(errors="replace")).encode()  # the client takes it back as text
+        return b'{"status":%d,"text":%b}' % (response.status_code, text)
 
     async def limits() -> dict[str, int]:
         return {"max_rows": MAX_ROWS}

@@ -302,15 +302,31 @@ def _settle_reverify_batch(
     return again
 
 
-# A line of /verify_batch's reply: the row's status, then its /verify reply as the server sent it.
-_VERIFY_LINE_HEAD, _VERIFY_LINE_BODY = b'{"status":', b',"body":'
+# A line of /verify_batch's reply: the row's status, then its /verify reply as the server sent it, JSON as it is
+# or, for a reply that is not JSON, its text as a JSON string.
+_VERIFY_LINE_HEAD = b'{"status":'
+_VERIFY_LINE_JSON, _VERIFY_LINE_TEXT = b',"body":', b',"text":'
+
+
+def _verify_line(line: bytes) -> tuple[int, bytes]:
+    """A row's status and the bytes ``/verify`` would have answered."""
+    if line.startswith(_VERIFY_LINE_HEAD) and line.endswith(b"}"):
+        for marker in (_VERIFY_LINE_JSON, _VERIFY_LINE_TEXT):
+            head, found, rest = line[len(_VERIFY_LINE_HEAD) : -1].partition(marker)
+            if found and head.isdigit():
+                if marker is _VERIFY_LINE_JSON:
+                    return int(head), rest
+                text = orjson.loads(rest)
+                if isinstance(text, str):
+                    return int(head), text.encode()
+    raise ValueError(f"a line is not a row's status and reply: {_short(line)}")
 
 
 def _settle_verify_batch(
     payload: bytes, sent: list[int], outcomes: list[VerifyOutcome | None], last_errors: dict[int, str]
 ) -> list[int]:
-    """The reply is NDJSON, a line a row in order: ``{"status": S, "body": B}``, B the bytes ``/verify`` would
-    have answered, taken as they are (not parsed and dumped again), so a row's message is the same either way."""
+    """The reply is NDJSON, a line a row in order (``_verify_line``): the bytes ``/verify`` would have answered are
+    taken as they are (not parsed and dumped again), so a row's outcome and message are the same either way."""
     lines = payload.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
@@ -320,10 +336,7 @@ def _settle_verify_batch(
         if len(lines) != len(sent):
             raise ValueError(f"it has {len(lines)} lines for {len(sent)} rows")
         for index, line in zip(sent, lines, strict=True):
-            head, separator, rest = line.partition(_VERIFY_LINE_BODY)
-            if not head.startswith(_VERIFY_LINE_HEAD) or not separator or not rest.endswith(b"}"):
-                raise ValueError(f"a line is not a row's status and body: {_short(line)}")
-            status, body = int(head[len(_VERIFY_LINE_HEAD) :]), rest[:-1]
+            status, body = _verify_line(line)
             if status == 200:
                 settled.append((index, _parse_verify_reply(body)))
                 continue
@@ -333,7 +346,7 @@ def _settle_verify_batch(
                 again.append(index)
             else:
                 settled.append((index, VerifyOutcome(None, error)))
-    except ValueError as exc:
+    except (ValueError, orjson.JSONDecodeError) as exc:
         error = f"the verify_batch reply is malformed ({exc})"
         for index in sent:
             outcomes[index] = VerifyOutcome(None, error)

@@ -116,8 +116,12 @@ def nemo_gym_like(server: ScriptedServer, reach: dict[str, VerifierClient]) -> w
     of this app), its status and body as they came, a line each."""
 
     async def verify(request: web.Request) -> web.Response:
+        row = await request.json()
+        if row["do"] == "text":  # a reply that is not JSON (an HTTPException's, a proxy's)
+            server.attempts[row["id"]] += 1
+            return web.Response(text="no teapot here", status=418)
         try:
-            return web.json_response(await server.verify(await request.json()))
+            return web.json_response(await server.verify(row))
         except BadVerifyRequest as exc:
             return web.json_response({"detail": str(exc)}, status=422)
         except Exception as exc:
@@ -130,7 +134,9 @@ def nemo_gym_like(server: ScriptedServer, reach: dict[str, VerifierClient]) -> w
         async def one(line: bytes) -> bytes:
             itself = reach["app"]
             async with itself.session.post(f"{itself.base_url}/verify", data=line) as reply:
-                return b'{"status":%d,"body":%b}' % (reply.status, await reply.read())
+                if reply.content_type == "application/json":
+                    return b'{"status":%d,"body":%b}' % (reply.status, await reply.read())
+                return b'{"status":%d,"text":%b}' % (reply.status, orjson.dumps(await reply.text()))
 
         lines = [line for line in (await request.read()).split(b"\n") if line]
         answers = await asyncio.gather(*(one(line) for line in lines))
@@ -145,7 +151,7 @@ def nemo_gym_like(server: ScriptedServer, reach: dict[str, VerifierClient]) -> w
 
 def test_a_batch_settles_each_row_as_one_verify_a_row_would_retries_included() -> None:
     """Rows of every kind in one batch: each settles with the outcome and the attempts of its own ``/verify``."""
-    actions = ["ok", "flaky", "bad", "boom", "no_reward"]
+    actions = ["ok", "flaky", "bad", "boom", "no_reward", "text"]
 
     def bodies() -> list[bytes]:
         return [orjson.dumps({"id": f"r{n}", "do": action}) for n, action in enumerate(actions)]
@@ -160,15 +166,21 @@ def test_a_batch_settles_each_row_as_one_verify_a_row_would_retries_included() -
             assert await client.route() == (Route.VERIFY_BATCH, 8)
             together = await client.verify_batch(bodies())
         assert together == singly
-        assert batched.attempts == one_a_row.attempts == Counter({"r0": 1, "r1": 2, "r2": 1, "r3": 3, "r4": 1})
+        assert batched.attempts == one_a_row.attempts == Counter({"r0": 1, "r1": 2, "r2": 1, "r3": 3, "r4": 1, "r5": 1})
+        assert together[5].error == "HTTP 418: no teapot here"
 
     run(test)
 
 
 @pytest.mark.parametrize(
     "reply",
-    [b'{"status":200,"body":{"reward":1}}\n', b"not a line\nnot a line\n", b'{"status":200,"bod":{}}\n' * 2],
-    ids=["a line short", "not lines of rows", "no body"],
+    [
+        b'{"status":200,"body":{"reward":1}}\n',
+        b"not a line\nnot a line\n",
+        b'{"status":200,"bod":{}}\n' * 2,
+        b'{"status":500,"text":[1]}\n' * 2,
+    ],
+    ids=["a line short", "not lines of rows", "no body", "text not text"],
 )
 def test_a_malformed_batch_reply_fails_its_rows_and_says_why(reply: bytes) -> None:
     async def batch(_: web.Request) -> web.Response:
