@@ -196,3 +196,26 @@ def test_a_malformed_batch_reply_fails_its_rows_and_says_why(reply: bytes) -> No
         assert all("the verify_batch reply is malformed" in (outcome.error or "") for outcome in outcomes)
 
     run(test)
+
+
+def test_a_server_gone_mid_batch_fails_each_row_after_its_attempts_and_loses_none() -> None:
+    """The connection dropped under every batch (a killed server): each row is sent again, then fails alone."""
+    calls = Counter[str]()
+
+    async def batch(request: web.Request) -> web.Response:
+        calls["batches"] += 1
+        assert request.transport is not None
+        request.transport.close()  # as a server killed while it grades
+        raise ConnectionResetError("gone")
+
+    app = web.Application()
+    app.router.add_post("/verify_batch", batch)
+
+    async def test() -> None:
+        async with client_for(app) as client:
+            outcomes = await client.verify_batch([body("ok"), body("flaky"), body("bad")])
+        assert len(outcomes) == 3 and all(outcome.result is None for outcome in outcomes)
+        assert all((outcome.error or "").endswith("(after 3 attempts)") for outcome in outcomes), outcomes
+        assert calls["batches"] == 3
+
+    run(test)
