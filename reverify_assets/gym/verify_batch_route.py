@@ -13,8 +13,11 @@ the app's own exception handlers (a 422, an ``HTTPException``) or else NeMo Gym'
 made of it. So every row's status and body are byte for byte what
 ``/verify`` answers, without a connection, headers or middleware per row.
 
-* ``GET /verify_batch`` answers ``{"max_rows": N}``; 404 where the route could not be added (a server whose
-  ``verify`` takes the HTTP request or its session), and the client then sends one ``/verify`` a row.
+* ``GET /verify_batch`` answers ``{"max_rows": N}``; 404 when the app's ``/verify`` (looked up at each request: a
+  server may replace it after its setup) takes what a request made in memory cannot give, the HTTP request
+  (for its session, headers, cookies), the response or background tasks: the client then sends one ``/verify``
+  a row. So does every worker of a server with ``num_workers`` above 1, which uvicorn starts afresh from
+  ``app.py``, without this route.
 * ``POST /verify_batch`` takes NDJSON, one ``/verify`` body a line (at most N), and answers NDJSON, one line a
   row in order: ``{"status": S, "body": B}``, B being ``/verify``'s JSON reply as it would have sent it, or
   ``{"status": S, "text": T}`` for a reply that is not JSON, T its text as a JSON string.
@@ -30,6 +33,7 @@ import os
 import runpy
 import sys
 from contextlib import AsyncExitStack
+from traceback import format_exc, print_exc
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -48,50 +52,82 @@ def _verify_route(app: FastAPI) -> APIRoute | None:
     return None
 
 
-def _batchable(server: Any) -> bool:
-    """A ``verify`` that takes the HTTP request (for its session, headers, cookies) needs a real one."""
-    parameters = inspect.signature(server.verify).parameters.values()
-    return not any(parameter.annotation in (Request, "Request") for parameter in parameters) and not any(
-        parameter.name == "request" for parameter in parameters
+def _needs_the_connection(dependant: Any) -> bool:
+    """Whether the endpoint, or any of its dependencies, takes the HTTP request, its connection or session, the
+    response, background tasks or security scopes: a request made in memory cannot give them."""
+    taken = (
+        dependant.request_param_name,
+        dependant.websocket_param_name,
+        dependant.http_connection_param_name,
+        dependant.response_param_name,
+        dependant.background_tasks_param_name,
+        dependant.security_scopes_param_name,
     )
+    return any(name is not None for name in taken) or any(_needs_the_connection(d) for d in dependant.dependencies)
 
 
-def _app_handler(app: FastAPI, exc: Exception) -> Any:
+def _batchable_verify(app: FastAPI) -> APIRoute | None:
+    """The app's ``/verify`` route as it is now (a server may replace it after our setup ran), if a batch can
+    give it what it takes."""
+    route = _verify_route(app)
+    return route if route is not None and not _needs_the_connection(route.dependant) else None
+
+
+def _app_handler(app: FastAPI, exc: BaseException) -> Any:
     """The app's own handler of ``exc``, as Starlette's exception middleware (inside NeMo Gym's) picks it: by an
-    HTTPException's status, else by the exception's class. Handlers of ``Exception`` itself run outside NeMo
-    Gym's middleware, which answers first."""
+    HTTPException's status, else by the exception's class. Handlers of ``Exception`` and of status 500 run in
+    Starlette's outermost middleware, outside NeMo Gym's, which answers first."""
     handlers = app.exception_handlers
-    if isinstance(exc, HTTPException) and exc.status_code in handlers:
+    if isinstance(exc, HTTPException) and exc.status_code != 500 and exc.status_code in handlers:
         return handlers[exc.status_code]
     for kind in type(exc).__mro__:
-        if kind is Exception:
+        if kind is Exception or kind is BaseException:
             return None
         if kind in handlers:
             return handlers[kind]
     return None
 
 
-def add_verify_batch(app: FastAPI, server: Any) -> None:
-    route = _verify_route(app)
-    if route is None or not _batchable(server):
-        return
-    handle = route.get_route_handler()
+def _nemo_gym_answer(server: Any, exc: BaseException) -> Response:
+    """What NeMo Gym's exception middleware (``setup_exception_middleware``) answers, and prints, for ``exc``."""
+    from aiohttp import ClientResponseError  # NeMo Gym's HTTP client, as its middleware imports it
 
-    def failed(exc: Exception) -> Response:
-        """What NeMo Gym's exception middleware (``setup_exception_middleware``) answers for ``exc``."""
-        from aiohttp import ClientResponseError  # NeMo Gym's HTTP client, as its middleware imports it
-
-        if isinstance(exc, ClientResponseError):
-            content = (
-                f"Hit an exception in {server.get_session_middleware_key()} calling an inner server: "
-                f"{getattr(exc, 'response_content', exc)}"
-            )
-            return JSONResponse(content=content, status_code=500)
+    if isinstance(exc, ClientResponseError) and hasattr(exc, "response_content"):
+        content = (
+            f"Hit an exception in {server.get_session_middleware_key()} calling an inner server: {exc.response_content}"
+        )
+        return JSONResponse(content=content, status_code=500)
+    if isinstance(exc, asyncio.CancelledError):
+        return JSONResponse(content="Request was cancelled", status_code=500)
+    if isinstance(exc, Exception):
+        print(f"Caught an exception in {server.config.name} (one row of /verify_batch): {format_exc()}", flush=True)
         return JSONResponse(content=repr(exc), status_code=500)
+    print_exc()
+    return JSONResponse(content="An unknown error occurred", status_code=500)
 
-    async def one(body: bytes) -> bytes:
+
+async def _line(response: Response) -> bytes:
+    """A row's line: its status and ``/verify``'s reply, JSON as it is when it holds no line break, else as text.
+    A streamed reply is read to its end, as the client of ``/verify`` would have."""
+    body = getattr(response, "body", None)
+    if body is None:
+        body = b"".join([part if isinstance(part, bytes) else part.encode() async for part in response.body_iterator])
+    if (response.media_type or "").startswith("application/json") and b"\n" not in body:
+        return b'{"status":%d,"body":%b}' % (response.status_code, body)
+    text = json.dumps(body.decode(errors="replace")).encode()  # the client takes it back as the text it was
+    return b'{"status":%d,"text":%b}' % (response.status_code, text)
+
+
+def add_verify_batch(app: FastAPI, server: Any) -> None:
+    # FastAPI's request handler of each /verify route, built once; by identity, as routes compare by their fields
+    # (the route is kept with it, so that its id is never another's).
+    handlers: dict[int, tuple[APIRoute, Any]] = {}
+
+    async def one(route: APIRoute, outer: Request, body: bytes) -> bytes:
         scope = {
+            **{key: outer.scope[key] for key in ("client", "server", "state", "scheme") if key in outer.scope},
             "type": "http",
+            "http_version": "1.1",
             "method": "POST",
             "path": "/verify",
             "raw_path": b"/verify",
@@ -109,33 +145,44 @@ def add_verify_batch(app: FastAPI, server: Any) -> None:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        # The exit stacks FastAPI's router and middleware give each request (files, dependencies, the function's).
-        async with AsyncExitStack() as outer, AsyncExitStack() as inner, AsyncExitStack() as function:
-            scope["fastapi_middleware_astack"], scope["fastapi_inner_astack"] = outer, inner
-            scope["fastapi_function_astack"] = function
-            request = Request(scope, receive)
+        request = Request(scope, receive)
+        try:
+            # The exit stacks FastAPI's router and middleware give each request: its dependencies see the
+            # exception, as over HTTP.
+            async with AsyncExitStack() as outer_stack, AsyncExitStack() as inner, AsyncExitStack() as function:
+                scope["fastapi_middleware_astack"], scope["fastapi_inner_astack"] = outer_stack, inner
+                scope["fastapi_function_astack"] = function
+                if id(route) not in handlers:
+                    handlers[id(route)] = (route, route.get_route_handler())
+                response = await handlers[id(route)][1](request)
+        except BaseException as exc:  # one row's: the other rows go on, as other requests would
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():  # the batch itself is cancelled (a disconnect)
+                raise
             try:
-                response = await handle(request)
-            except Exception as exc:  # the other rows go on, as other requests would
-                if (answer := _app_handler(app, exc)) is not None:  # a 422, an HTTPException's status and detail
-                    response = answer(request, exc)
+                if (handler := _app_handler(app, exc)) is not None:  # a 422, an HTTPException's status and detail
+                    response = handler(request, exc)
                     if inspect.isawaitable(response):
                         response = await response
-                else:  # what NeMo Gym's exception middleware makes of it
-                    response = failed(exc)
-        if (response.media_type or "").startswith("application/json"):
-            return b'{"status":%d,"body":%b}' % (response.status_code, response.body)
-        text = json.dumps(response.body.decode(errors="replace")).encode()  # the client takes it back as text
-        return b'{"status":%d,"text":%b}' % (response.status_code, text)
+                else:
+                    response = _nemo_gym_answer(server, exc)
+            except Exception as failed:  # a handler that itself fails: what the middleware makes of that
+                response = _nemo_gym_answer(server, failed)
+        return await _line(response)
 
-    async def limits() -> dict[str, int]:
-        return {"max_rows": MAX_ROWS}
+    async def limits() -> Response:
+        if _batchable_verify(app) is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        return JSONResponse({"max_rows": MAX_ROWS})
 
     async def verify_batch(request: Request) -> Response:
+        route = _batchable_verify(app)
+        if route is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
         rows = [line for line in (await request.body()).split(b"\n") if line.strip()]
         if len(rows) > MAX_ROWS:
             return JSONResponse({"detail": f"at most {MAX_ROWS} rows per batch"}, status_code=413)
-        answers = await asyncio.gather(*(one(row) for row in rows))
+        answers = await asyncio.gather(*(one(route, request, row) for row in rows))
         return Response(b"\n".join(answers) + b"\n", media_type=NDJSON)
 
     app.get("/verify_batch")(limits)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar, cast
@@ -30,6 +30,8 @@ from reverify_assets.lib.verifier_wire import (
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 NDJSON_HEADERS = {"Content-Type": "application/x-ndjson"}
+# A batch route answered with these was not there to take the batch: not found, not allowed, too large, not JSON.
+ROUTE_REFUSED = frozenset({404, 405, 413, 415})
 Outcome = TypeVar("Outcome")
 
 
@@ -120,8 +122,17 @@ class VerifierClient:
         def request(waiting: list[int]) -> bytes:
             return b"\n".join(bodies[index] for index in waiting)
 
+        async def one_a_row(waiting: list[int]) -> list[VerifyOutcome]:
+            return list(await asyncio.gather(*(self.verify(bodies[index]) for index in waiting)))
+
         return await self._batch(
-            Route.VERIFY_BATCH, len(bodies), request, _settle_verify_batch, _failed_verify, NDJSON_HEADERS
+            Route.VERIFY_BATCH,
+            len(bodies),
+            request,
+            _settle_verify_batch,
+            _failed_verify,
+            NDJSON_HEADERS,
+            refused=one_a_row,
         )
 
     async def reverify_batch(self, rows: list[bytes], stamp: bytes) -> list[StoredRowOutcome]:
@@ -141,9 +152,12 @@ class VerifierClient:
         settle: Callable[[bytes, list[int], list[Outcome | None], dict[int, str]], list[int]],
         failed: Callable[[str], Outcome],
         headers: dict[str, str] = JSON_HEADERS,
+        refused: Callable[[list[int]], Awaitable[list[Outcome]]] | None = None,
     ) -> list[Outcome]:
         """POST the rows still waiting until each has settled or the attempts run out. ``settle`` fills the
-        outcomes a 200 reply gives and returns the rows to send again, noting why in its last argument."""
+        outcomes a 200 reply gives and returns the rows to send again, noting why in its last argument.
+        ``refused``: what settles the rows when the route itself is refused (gone after a restart without it, or a
+        proxy that does not know it or takes no body that big), instead of failing them all."""
         outcomes: list[Outcome | None] = [None] * rows
         waiting = list(range(rows))
         last_errors: dict[int, str] = {}
@@ -164,6 +178,10 @@ class VerifierClient:
                 continue
             if status != 200:
                 error = f"HTTP {status}: {_short(payload)}"
+                if refused is not None and status in ROUTE_REFUSED:
+                    for index, outcome in zip(waiting, await refused(waiting), strict=True):
+                        outcomes[index] = outcome
+                    return _finished(outcomes)
                 if not is_retryable_status(status):
                     for index in waiting:
                         outcomes[index] = failed(error)

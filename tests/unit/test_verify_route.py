@@ -219,3 +219,27 @@ def test_a_server_gone_mid_batch_fails_each_row_after_its_attempts_and_loses_non
         assert calls["batches"] == 3
 
     run(test)
+
+
+@pytest.mark.parametrize("refusal", [404, 413])
+def test_a_batch_route_that_is_refused_sends_its_rows_one_verify_each(refusal: int) -> None:
+    """A server restarted without the route, or a proxy with a body limit: the rows go one /verify each."""
+    server = ScriptedServer()
+
+    async def refused(_: web.Request) -> web.Response:
+        return web.Response(status=refusal)
+
+    async def verify(request: web.Request) -> web.Response:
+        return web.json_response(await server.verify(await request.json()))
+
+    app = web.Application()
+    app.router.add_post("/verify_batch", refused)
+    app.router.add_post("/verify", verify)
+
+    async def test() -> None:
+        async with client_for(app) as client:
+            outcomes = await client.verify_batch([body("ok"), orjson.dumps({"id": "r1", "do": "ok"})])
+        assert [outcome.result for outcome in outcomes] == [{"id": "r0", "reward": 1.0}, {"id": "r1", "reward": 1.0}]
+        assert server.attempts == Counter({"r0": 1, "r1": 1})
+
+    run(test)
