@@ -187,7 +187,6 @@ async def verify_plan(
     """
     stats = VerifyStats(planned=plan.height)
     route_of = {server: (routes or {}).get(server, Route.VERIFY) for server in clients}
-    sends_stored = {server: route_of[server] is Route.STORED_ROWS for server in clients}
     sizes = {server: 1 if route_of[server] is Route.VERIFY else (batch_rows or {}).get(server, 1) for server in clients}
     slots = asyncio.Semaphore(max(1, concurrency // min(sizes.values(), default=1)))
     # Twice the in-flight limit keeps the server busy while results are being written.
@@ -208,7 +207,7 @@ async def verify_plan(
                 settled_rows.put_nowait(settled)
 
     def send(server: str, batch: list[Any]) -> None:
-        if sends_stored[server]:
+        if route_of[server] is Route.STORED_ROWS:
             work = _reverify_stored_batch(server, clients[server], batch, stamps[server], slots, pairs)
         elif route_of[server] is Route.VERIFY_BATCH:
             work = _verify_batch(server, clients[server], batch, stamps[server], slots)
@@ -227,7 +226,7 @@ async def verify_plan(
             ).iter_rows():
                 key, input_at, rollout_at = (task, rollout), (input_offset, input_line), (rollout_offset, rollout_line)
                 planned: _Planned | _StoredPlanned
-                if sends_stored[server]:
+                if route_of[server] is Route.STORED_ROWS:
                     stored_input, stored_rollout = pairs.read_lines(input_at, rollout_at)
                     row = b"[%d,%d,%b,%b]" % (task, rollout, stored_input, stored_rollout)
                     planned = _StoredPlanned(key, row, input_at, rollout_at)

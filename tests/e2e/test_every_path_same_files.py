@@ -17,6 +17,7 @@ from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG
 from reverify_assets.defs.project import build_definitions
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring
 from reverify_assets.rescoring.spec import find_rescoring
+from tests.support.automation import AggregateAutomation, schedule_tick
 from tests.support.cli import run_reverify
 from tests.support.project import Project, make_project
 
@@ -77,33 +78,20 @@ def test_the_schedule_and_one_asset_materialized_alone_give_the_clis_files(
     project.write_rescoring(extra='schedule: {cron: "0 3 * * *"}\n')
     rescoring = rescoring_of(project)
     instance.add_dynamic_partitions(rescoring.shards.name, ["main.s00000", "main.s00001"])
-    definitions = build_definitions(project.root)
-    schedule = definitions.get_schedule_def(f"{project.name}_rescore")
     night = datetime(2026, 11, 30, 3, tzinfo=UTC)
-    aggregate_only = dg.AssetSelection.assets(rescoring.aggregate_key)
-
-    def aggregate_automation(at: datetime, cursor: object = None) -> dg.EvaluateAutomationConditionsResult:
-        return dg.evaluate_automation_conditions(
-            defs=definitions, instance=instance, asset_selection=aggregate_only, evaluation_time=at, cursor=cursor
-        )
-
-    # The daemon's tick (resolved against the repository, as the daemon does), then the shards' runs it asks for,
-    # then the aggregate the automation condition asks for after them.
-    before = aggregate_automation(night - timedelta(minutes=1))
-    context = dg.build_schedule_context(
-        instance=instance, scheduled_execution_time=night, repository_def=definitions.get_repository_def()
-    )
-    shard_requests = list(schedule.evaluate_tick(context).run_requests or [])
+    # The daemon's tick, then the shards' runs it asks for, then the aggregate the automation condition asks for.
+    aggregate_at = AggregateAutomation(project.root, instance, rescoring)
+    assert aggregate_at(night - timedelta(minutes=1)) == set()
+    shard_requests = list(schedule_tick(project.root, instance, project.name, night).run_requests or [])
     assert len(shard_requests) == 2
-    execute(project, instance, shard_requests, schedule.job_name)
-    after = aggregate_automation(night + timedelta(seconds=30), before.cursor)
-    assert after.get_requested_partitions(rescoring.aggregate_key) == {rescoring.aggregate_partition}
+    execute(project, instance, shard_requests, rescoring.shard_job.name)
+    assert aggregate_at(night + timedelta(seconds=30)) == {rescoring.aggregate_partition}
     aggregate = dg.RunRequest(job_name=rescoring.aggregate_job.name, partition_key=rescoring.aggregate_partition)
     execute(project, instance, [aggregate], None)
     assert results(project) == expected, "the schedule's runs"
 
     # The aggregate alone, once its shards' files are in place: what the UI's Materialize on that one asset runs.
-    execute(project, instance, shard_requests, schedule.job_name)
+    execute(project, instance, shard_requests, rescoring.shard_job.name)
     assert not rescoring.layout.merged.exists()
     alone = dg.materialize(
         rescoring.assets,
