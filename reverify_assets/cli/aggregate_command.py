@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from reverify_assets.cli.summary import print_coverage
+from reverify_assets.cli.summary import print_coverage, print_metrics_computed
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.prefetch import PrefetchedWork
 from reverify_assets.pipeline.preparation import load_verifier_setup
@@ -49,6 +49,7 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
         print("No row carries an agent name: no metrics written.")
     else:
         print(f"Metrics: {made.metrics}")
+        print_metrics_computed(made.computed_by)
         print_coverage(made.coverage, made.provenance)
         for agent, key_metrics in made.key_metrics.items():
             print(f"  {agent}: {key_metrics}")

@@ -40,6 +40,7 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
         print("Aggregation disabled: run `reverify aggregate` after all shards finish.")
     elif run.metrics is not None:
         print(f"Metrics:  {run.metrics.path}")
+        print_metrics_computed(run.metrics.computed_by)
         print_coverage(run.metrics.coverage, run.metrics.provenance)
         for agent, figures in run.metrics.key_metrics.items():
             print(f"  {agent}: {orjson.dumps(figures).decode()}")
@@ -71,6 +72,13 @@ def print_requests(verified: dict[str, Any]) -> None:
     ``verify`` needs the HTTP request)."""
     if routes := verified.get("requests"):
         print("Requests: " + "; ".join(f"{server} by {route}" for server, route in sorted(routes.items())))
+
+
+def print_metrics_computed(computed_by: dict[str, str]) -> None:
+    """Where the metrics of a server that is not built in were computed: here, with NeMo Gym's own servers' hooks
+    run by them, or by a server's ``/aggregate_metrics`` (said only then: a built-in server's are always here)."""
+    if any(how != "here" for how in computed_by.values()):
+        print("Metrics computed: " + "; ".join(f"{server} {how}" for server, how in sorted(computed_by.items())))
 
 
 def print_early_stop(verified: dict[str, Any]) -> None:

@@ -269,13 +269,14 @@ def _aggregate(
     sources = CoverageSources.of([*sidecars, sidecar_path(output)], expected)
     try:
         with closing(in_key_order):
-            entries = run_aggregation(
+            aggregation = run_aggregation(
                 in_key_order, rescoring.verifier_setup(), target, sources, prestarted=startup.servers
             )
     except AggregateMetricsFailed as exc:
         raise _unfinished(rescoring, output, rows.rows, exc) from exc
-    if entries is None:
+    if aggregation is None:
         return dg.Output(None, metadata={"note": "no row carries an agent name: nothing to aggregate"})
+    entries = aggregation.entries
     return dg.Output(
         OutputHandle(
             path=str(target),
@@ -284,8 +285,9 @@ def _aggregate(
             key_metrics={entry["agent_ref"]["name"]: entry.get("key_metrics", {}) for entry in entries},
             coverage={entry["agent_ref"]["name"]: entry[COVERAGE_FIELD] for entry in entries},
             provenance={entry["agent_ref"]["name"]: entry[PROVENANCE_BLOCK_FIELD] for entry in entries},
+            computed_by=aggregation.computed_by,
         ),
-        metadata=aggregate_metadata(target, entries, rows.config_hash),
+        metadata=aggregate_metadata(target, aggregation, rows.config_hash),
         data_version=content_version(target),
     )
 

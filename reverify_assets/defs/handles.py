@@ -34,6 +34,7 @@ class OutputHandle(BaseModel):
     key_metrics: dict[str, dict[str, Any]] = {}  # per agent, for metrics files: their headline figures
     coverage: dict[str, dict[str, Any]] = {}  # per agent, for metrics files: the entry's coverage block
     provenance: dict[str, dict[str, Any]] = {}  # per agent, for metrics files: the entry's provenance block
+    computed_by: dict[str, str] = {}  # per server, for metrics files: where its metrics were computed
     written_this_run: int = 0  # of `rows`, those this run added (resume and --append add to a file)
 
 
@@ -64,3 +65,4 @@ class MergedShardsHandle(BaseModel):
     key_metrics: dict[str, dict[str, Any]] = {}  # per agent, as for metrics files
     coverage: dict[str, dict[str, Any]] = {}
     provenance: dict[str, dict[str, Any]] = {}
+    computed_by: dict[str, str] = {}  # per server, as for metrics files

@@ -17,6 +17,7 @@ from reverify_assets.metrics.coverage import (
     describe,
     total_coverage,
 )
+from reverify_assets.pipeline.metrics_step import Aggregation
 from reverify_assets.pipeline.output_summary import OutputSummary
 from reverify_assets.pipeline.verification import VerificationResult
 from reverify_assets.pipeline.verify_loop import VerifyStats
@@ -190,7 +191,8 @@ def _number(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, int | float) else "n/a"
 
 
-def aggregate_metadata(path: Path, entries: list[dict[str, Any]], config_hash: str) -> dict[str, Any]:
+def aggregate_metadata(path: Path, aggregation: Aggregation, config_hash: str) -> dict[str, Any]:
+    entries = aggregation.entries
     total = total_coverage(entry[COVERAGE_FIELD] for entry in entries if COVERAGE_FIELD in entry)
     configs: dict[str, int] = {}
     for entry in entries:
@@ -205,6 +207,7 @@ def aggregate_metadata(path: Path, entries: list[dict[str, Any]], config_hash: s
         "complete": dg.MetadataValue.bool(total.complete),
         "rows by verifier config": dg.MetadataValue.json(configs),
         "verifier config hash": config_hash,
+        "metrics computed": dg.MetadataValue.json(aggregation.computed_by),
     }
     if len(entries) == 1:
         for metric, value in entries[0].get("key_metrics", {}).items():

@@ -177,8 +177,8 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         if not gate.included:
             raise ReverifyError(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
         merged = merge_included_shards(layout, setup, gate, registered)
-        entries = merged.entries
-        metadata = aggregate_metadata(layout.merged_metrics, entries, setup.config_hash) if entries else {}
+        entries = merged.aggregation.entries
+        metadata = aggregate_metadata(layout.merged_metrics, merged.aggregation, setup.config_hash) if entries else {}
         metadata.update(
             {
                 "merged file": dg.MetadataValue.path(str(layout.merged)),

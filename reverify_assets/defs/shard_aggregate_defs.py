@@ -44,22 +44,25 @@ def aggregated_shards(
         startup.work,
         allow_mixed_configs=shard_aggregate.allow_mixed_configs,
     )
-    entries = made.entries or []
-    metrics = aggregate_metrics_path(made.output) if made.entries is not None else None
+    aggregation = made.aggregation
+    entries = aggregation.entries if aggregation is not None else []
     handle = MergedShardsHandle(
         output=str(made.output),
-        metrics=None if metrics is None else str(metrics),
+        metrics=None if aggregation is None else str(aggregate_metrics_path(made.output)),
         rows=made.rows,
         shards=made.shards,
         merged=made.merged,
         key_metrics={entry["agent_ref"]["name"]: entry.get("key_metrics", {}) for entry in entries},
         coverage={entry["agent_ref"]["name"]: entry[COVERAGE_FIELD] for entry in entries},
         provenance={entry["agent_ref"]["name"]: entry[PROVENANCE_BLOCK_FIELD] for entry in entries},
+        computed_by=aggregation.computed_by if aggregation is not None else {},
     )
     metadata = {"rows": made.rows, "shards": made.shards, "merged file": dg.MetadataValue.path(str(made.output))}
-    if metrics is not None:
-        metadata |= aggregate_metadata(metrics, entries, setup.config_hash)
-    return dg.Output(handle, metadata=metadata, data_version=content_version(metrics or made.output))
+    if aggregation is not None:
+        metrics = aggregate_metrics_path(made.output)
+        metadata |= aggregate_metadata(metrics, aggregation, setup.config_hash)
+        return dg.Output(handle, metadata=metadata, data_version=content_version(metrics))
+    return dg.Output(handle, metadata=metadata, data_version=content_version(made.output))
 
 
 AGGREGATE_JOB = dg.define_asset_job(AGGREGATE_JOB_NAME, selection=[aggregated_shards.key])

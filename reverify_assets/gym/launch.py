@@ -1,7 +1,7 @@
 """How one of NeMo Gym's own servers is started without Ray: its folder, its Python, its command and environment.
 
 As ``gym env start`` does it: from the server's folder, ``<python> app.py`` (the block's ``entrypoint``, run through
-``verify_batch_route.py``, which adds ``/verify_batch``) with the
+``server_bootstrap.py``, which adds ``/verify_batch`` and ``/reverify_metrics``) with the
 merged config in ``NEMO_GYM_CONFIG_DICT`` (YAML, as NeMo Gym writes it: JSON would escape non-ASCII text, which
 its OmegaConf reads back as lone surrogates), the instance name in ``NEMO_GYM_CONFIG_PATH`` and the server's
 folder first on ``PYTHONPATH``.
@@ -24,7 +24,7 @@ from reverify_assets.gym.installation import NemoGymInstallation
 from reverify_assets.gym.server_config import LOOPBACK, gym_server_config
 from reverify_assets.gym.server_python import server_python
 
-VERIFY_BATCH_BOOTSTRAP = Path(__file__).with_name("verify_batch_route.py")  # run by the server's Python, not imported
+SERVER_BOOTSTRAP = Path(__file__).with_name("server_bootstrap.py")  # run by the server's Python, not imported
 CONFIG_DICT_ENV = "NEMO_GYM_CONFIG_DICT"
 CONFIG_PATH_ENV = "NEMO_GYM_CONFIG_PATH"
 ENTRYPOINT_FIELD = "entrypoint"
@@ -81,8 +81,8 @@ def gym_server_command(
         "PYTHONUNBUFFERED": "1",  # its log is read while it runs, and when it fails to start
     }
     url = f"http://{LOOPBACK}:{ports[block.instance]}"
-    # The entrypoint run through our bootstrap, which adds /verify_batch to the app the server builds.
-    return GymServerCommand([str(python), str(VERIFY_BATCH_BOOTSTRAP), _entrypoint(block)], folder, env, url)
+    # The entrypoint run through our bootstrap, which adds its routes to the app the server builds.
+    return GymServerCommand([str(python), str(SERVER_BOOTSTRAP), _entrypoint(block)], folder, env, url)
 
 
 def _entrypoint(block: ServerBlock) -> str:

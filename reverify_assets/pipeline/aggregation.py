@@ -2,16 +2,19 @@
 
 Rows are stripped (no prompt, ``response`` reduced to its usage) as they stream past. A built-in server's
 group is computed here, row by row, with the server's own hooks (``MetricsAccumulator``): no server to
-start, and memory of a few bytes a row. A group of a server reached by ``url`` is spooled to a temporary
-file and sent in one ``/aggregate_metrics`` request, as NeMo Gym's protocol wants; the client never holds
-those rows either.
+start, and memory of a few bytes a row. So is a group of one of NeMo Gym's servers that the CLI started, but for
+the hooks it overrides, which it runs itself over the rows spooled to a file (``verifier.server_metrics``). A
+group of any other server (reached by ``url``, say) is spooled to a temporary file and sent in one
+``/aggregate_metrics`` request, as NeMo Gym's protocol wants; the client never holds those rows either.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import IO, Any
 
 import orjson
@@ -26,6 +29,7 @@ from reverify_assets.pipeline.coverage_count import CoverageTally, GroupKey
 from reverify_assets.servers.protocol import MetricsHooks
 from reverify_assets.servers.registry import builtin_metrics_hooks
 from reverify_assets.verifier.client import VerifierClient
+from reverify_assets.verifier.server_metrics import ServerHooks
 
 # Popped from every entry, as NeMo Gym's reverify does: rollouts re-read from disk carry no timing.
 NOT_IN_SUMMARY = "perf_summary"
@@ -58,6 +62,7 @@ class LocalGroup(AgentGroup):
     """A built-in server's group: its metrics computed here as the rows stream past, in key order."""
 
     accumulator: MetricsAccumulator = field(default_factory=MetricsAccumulator)
+    computed: str = "here"  # where, for the run's summary
 
     def add(self, row: dict[str, Any]) -> None:
         super().add(row)
@@ -77,10 +82,45 @@ class LocalGroup(AgentGroup):
 
 
 @dataclass
+class ServerHooksGroup(LocalGroup):
+    """A group of one of NeMo Gym's servers with hooks of its own: computed here as a local group is, the hooks run
+    by the server over the rows spooled to a file it reads."""
+
+    spool: IO[bytes] = field(default_factory=lambda: _spool_file())
+
+    @classmethod
+    def of(cls, agent: str, server: str, hooks: ServerHooks) -> ServerHooksGroup:
+        spool = _spool_file()
+        accumulator = hooks.accumulator(Path(spool.name))
+        computed = f"here, {' and '.join(hooks.in_order())} by the server"
+        return cls(agent, server, accumulator=accumulator, computed=computed, spool=spool)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.spool.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+        super().add(row)
+
+    def write_entry(self, fp: IO[bytes], suffix_fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        self.spool.flush()  # the server reads it as the answer is made
+        return super().write_entry(fp, suffix_fields)
+
+    def close(self) -> None:
+        super().close()
+        self.spool.close()
+
+
+def _spool_file() -> IO[bytes]:
+    return tempfile.NamedTemporaryFile(prefix="reverify-metrics-", suffix=".jsonl")
+
+
+@dataclass
 class RemoteGroup(AgentGroup):
     """A group for a server reached by ``url``: spooled as one ``{"verify_responses": [...]}`` body."""
 
     body: IO[bytes] = field(default_factory=lambda: tempfile.TemporaryFile())
+
+    @property
+    def computed(self) -> str:
+        return "by its /aggregate_metrics"
 
     def add(self, row: dict[str, Any]) -> None:
         self.body.write(b'{"verify_responses":[' if self.rows == 0 else b",")
@@ -124,8 +164,14 @@ def group_of(row: dict[str, Any], topology: Topology) -> tuple[GroupKey, str] | 
     return (agent_name(row) or label, server), label
 
 
+NewGroup = Callable[[str, str], "LocalGroup | RemoteGroup"]
+
+
 def collect_groups(
-    rows: Iterable[dict[str, Any]], topology: Topology, tally: CoverageTally | None = None
+    rows: Iterable[dict[str, Any]],
+    topology: Topology,
+    tally: CoverageTally | None = None,
+    new_group: NewGroup | None = None,
 ) -> list[LocalGroup | RemoteGroup]:
     """Groups in order of first appearance; rows without a run label are skipped, as NeMo Gym does.
 
@@ -133,8 +179,10 @@ def collect_groups(
     collection's ``_ng_environment_server`` while recovered rows do not, and one agent's metrics
     must not split in two. The entry is named by the environment server when its rows agree on one.
     Rows come in key order (an output file, or shards merged by key), as a local group needs them.
-    ``tally`` counts every row as scored, for the entries' coverage.
+    ``tally`` counts every row as scored, for the entries' coverage. ``new_group(agent, server)`` makes a group: by
+    default a local one for a built-in server, else a remote one.
     """
+    make_group = new_group or partial(builtin_or_remote_group, topology=topology)
     groups: dict[tuple[str, str], LocalGroup | RemoteGroup] = {}
     try:
         for row in rows:
@@ -147,7 +195,7 @@ def collect_groups(
             server = topology.server_for(row)
             group = groups.get((agent, server))
             if group is None:
-                group = groups[(agent, server)] = _new_group(agent, server, topology)
+                group = groups[(agent, server)] = make_group(agent, server)
             group.labels.add(label)
             if tally is not None:
                 tally.add(row, (agent, server))
@@ -159,7 +207,7 @@ def collect_groups(
     return list(groups.values())
 
 
-def _new_group(agent: str, server: str, topology: Topology) -> LocalGroup | RemoteGroup:
+def builtin_or_remote_group(agent: str, server: str, topology: Topology) -> LocalGroup | RemoteGroup:
     hooks = builtin_metrics_hooks(topology.servers[server])
     if hooks is None:
         return RemoteGroup(agent, server)

@@ -17,7 +17,6 @@ from collections.abc import Hashable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -31,7 +30,7 @@ from reverify_assets.lib.shard_globs import expand_input_glob
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources
-from reverify_assets.pipeline.metrics_step import run_aggregation
+from reverify_assets.pipeline.metrics_step import Aggregation, run_aggregation
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards
 
@@ -50,7 +49,7 @@ class ShardAggregate:
     rows: int
     shards: int
     merged: bool  # the shards were merged into ``output``
-    entries: list[dict[str, Any]] | None  # None: no row carries an agent name, no metrics written
+    aggregation: Aggregation | None  # None: no row carries an agent name, no metrics written
 
 
 def check_output_name(output: Path) -> None:
@@ -129,5 +128,5 @@ def _aggregate(
     sources = CoverageSources.of([sidecar_path(shard) for shard in shards], expected=None)
     # Closed at once if the metrics fail: the merged file's temporary copy goes then, not at the next collection.
     with closing(rows):
-        entries = run_aggregation(rows, setup, aggregate_metrics_path(output), sources)
-    return ShardAggregate(output, index.height, len(shards), bool(merge), entries)
+        aggregation = run_aggregation(rows, setup, aggregate_metrics_path(output), sources)
+    return ShardAggregate(output, index.height, len(shards), bool(merge), aggregation)

@@ -41,6 +41,6 @@ def unfinished_metrics_message(reason: str, output: Path, rows: int, command: st
     """One paragraph: why the metrics are missing, where the rows are, and the command that finishes the run."""
     return (
         f"{reason.rstrip('.')}. Every verified row is kept: {rows} rows in {output}, the failures in "
-        f"{sidecar_path(output)}; only {aggregate_metrics_path(output)} was not written. Once its "
-        f"/aggregate_metrics works, finish the run with: {command}"
+        f"{sidecar_path(output)}; only {aggregate_metrics_path(output)} was not written. Once the "
+        f"server's metrics work, finish the run with: {command}"
     )

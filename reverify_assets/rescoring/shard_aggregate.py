@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any
 
 from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources
-from reverify_assets.pipeline.metrics_step import run_aggregation
+from reverify_assets.pipeline.metrics_step import Aggregation, run_aggregation
 from reverify_assets.pipeline.output_summary import OutputSummary
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.shard_merge import index_shards
@@ -20,7 +19,7 @@ from reverify_assets.rescoring.shard_gate import ShardGate, planned_keys
 @dataclass(frozen=True)
 class MergedShards:
     summary: OutputSummary  # of the merged file, counted as the metrics read it
-    entries: list[dict[str, Any]]  # empty: no row carries an agent name
+    aggregation: Aggregation  # no entries: no row carries an agent name
 
 
 def merge_included_shards(
@@ -35,5 +34,5 @@ def merge_included_shards(
     sidecars = [sidecar_path(layout.shard_output(shard)) for shard in [*gate.included, *gate.over_limit]]
     sources = CoverageSources.of(sidecars, planned_keys(layout, registered))
     with closing(rows):
-        entries = run_aggregation(rows, setup, layout.merged_metrics, sources) or []
-    return MergedShards(summary, entries)
+        aggregation = run_aggregation(rows, setup, layout.merged_metrics, sources)
+    return MergedShards(summary, aggregation or Aggregation([], {}))

@@ -39,7 +39,7 @@ class Route(StrEnum):
     """How a server's rows are sent, the fastest it offers first."""
 
     STORED_ROWS = "/reverify_batch"  # a built-in server: the two stored lines in, the line to store out
-    VERIFY_BATCH = "/verify_batch"  # one of NeMo Gym's, through the route ``gym.verify_batch_route`` adds
+    VERIFY_BATCH = "/verify_batch"  # one of NeMo Gym's, through the route ``gym.server_bootstrap`` adds
     VERIFY = "/verify"  # one request a row: a server at a `url:`, or one that cannot take a batch
 
 
@@ -116,7 +116,7 @@ class VerifierClient:
         return max_rows if isinstance(max_rows, int) and max_rows > 1 else 0
 
     async def verify_batch(self, bodies: list[bytes]) -> list[VerifyOutcome]:
-        """Each ``/verify`` body's outcome, in order, by ``/verify_batch`` (see ``gym.verify_batch_route``): a
+        """Each ``/verify`` body's outcome, in order, by ``/verify_batch`` (see ``gym.server_bootstrap``): a
         row's reply, its retries and its error are those one ``/verify`` a row would have had."""
 
         def request(waiting: list[int]) -> bytes:

@@ -41,6 +41,8 @@ pytestmark = pytest.mark.slow
 SERVERS = sorted(path.name for path in SERVERS_DATA.iterdir() if path.is_dir())
 # The servers NeMo Gym itself re-verifies only under --force (they do not declare themselves stateless).
 NEEDS_FORCE = {name for name in SERVERS if any((SERVERS_DATA / name / "expected").glob("unsafe_*"))}
+# Those whose app.py overrides NeMo Gym's compute_metrics and get_key_metrics.
+OWN_HOOKS = {"assaybench", "bunsenbench_chemistry_mcq", "mcqa", "polymath"}
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,9 @@ def test_a_nemo_gym_server_started_from_its_config_gives_nemo_gyms_results(
     assert f"starting NeMo Gym's {name} server" in done.stderr
     # Every row by the route our bootstrap adds to the server's own app, with /verify's replies.
     assert f"Requests: {name} by /verify_batch, 16 rows a request" in done.stdout, done.stdout
+    # NeMo Gym's metrics maths done here; only the hooks a server has of its own are asked of it.
+    how = "compute_metrics and get_key_metrics by the server" if name in OWN_HOOKS else "its hooks NeMo Gym's defaults"
+    assert f"Metrics computed: {name} here, {how}" in done.stdout, done.stdout
     expected = SERVERS_DATA / name / "expected"
     stem = "unsafe_out" if name in NEEDS_FORCE else "out"
     output = tmp_path / "out" / f"{stem}.jsonl"

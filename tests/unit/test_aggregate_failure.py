@@ -87,7 +87,7 @@ def test_the_message_names_the_files_and_ends_with_the_command() -> None:
     assert message == (
         "resources server 'fake' gave no aggregate metrics: POST http://h/aggregate_metrics: HTTP 503: down. "
         "Every verified row is kept: 12 rows in /out/rs.jsonl, the failures in /out/rs_failures.jsonl; only "
-        "/out/rs_aggregate_metrics.json was not written. Once its /aggregate_metrics works, finish the run with: "
+        "/out/rs_aggregate_metrics.json was not written. Once the server's metrics work, finish the run with: "
         "reverify aggregate ..."
     )
     assert "\n" not in message

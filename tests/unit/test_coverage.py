@@ -233,12 +233,12 @@ def aggregate(
     tmp_path: Path, scored: list[dict[str, Any]], sources: CoverageSources, config: dict[str, Any] | None = None
 ) -> list[dict[str, Any]] | None:
     path = tmp_path / "m.json"
-    entries = run_aggregation(iter(scored), setup(config), path, sources)
-    if entries is None:
+    aggregation = run_aggregation(iter(scored), setup(config), path, sources)
+    if aggregation is None:
         assert not path.exists()
         return None
     written = orjson.loads(path.read_bytes())
-    assert [{k: v for k, v in e.items() if k != "group_level_metrics"} for e in written] == entries
+    assert [{k: v for k, v in e.items() if k != "group_level_metrics"} for e in written] == aggregation.entries
     return written
 
 

@@ -27,7 +27,7 @@ from reverify_assets.gym.installation import (
     PythonProbe,
     find_installation,
 )
-from reverify_assets.gym.launch import VERIFY_BATCH_BOOTSTRAP, gym_server_command, server_folder
+from reverify_assets.gym.launch import SERVER_BOOTSTRAP, gym_server_command, server_folder
 from reverify_assets.gym.server_config import gym_server_config
 from reverify_assets.gym.server_python import added_requirements, server_python, server_requirements
 from reverify_assets.lib.child_python import child_environment, module_command
@@ -282,8 +282,8 @@ def test_the_server_runs_its_entrypoint_from_its_folder_with_nemo_gyms_variables
         ServerBlock("my_mcqa", "mcqa", {}), SERVER, installation, ports={"my_mcqa": 4001}, cache=tmp_path
     )
     # Through the bootstrap that adds /verify_batch, which the server's Python runs as a file.
-    assert command.argv == ["/nemo/bin/python", str(VERIFY_BATCH_BOOTSTRAP), "app.py"]
-    assert VERIFY_BATCH_BOOTSTRAP.is_file()
+    assert command.argv == ["/nemo/bin/python", str(SERVER_BOOTSTRAP), "app.py"]
+    assert SERVER_BOOTSTRAP.is_file()
     assert command.cwd == tmp_path / "resources_servers" / "mcqa"
     assert command.url == "http://127.0.0.1:4001"
     assert command.env["NEMO_GYM_CONFIG_PATH"] == "my_mcqa"

@@ -112,7 +112,7 @@ def test_a_batch_runs_its_rows_concurrently_only_for_a_server_that_waits(verify_
 
 def nemo_gym_like(server: ScriptedServer, reach: dict[str, VerifierClient]) -> web.Application:
     """``/verify`` as NeMo Gym's middleware answers (an exception's ``repr`` as a JSON 500), and ``/verify_batch``
-    as ``gym.verify_batch_route`` does: each line handed to that ``/verify`` (through ``reach["app"]``, a client
+    as ``gym.server_bootstrap`` does: each line handed to that ``/verify`` (through ``reach["app"]``, a client
     of this app), its status and body as they came, a line each."""
 
     async def verify(request: web.Request) -> web.Response:

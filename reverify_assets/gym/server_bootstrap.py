@@ -1,27 +1,42 @@
-"""``/verify_batch`` inside one of NeMo Gym's resources servers: many ``/verify`` requests in one HTTP request.
+"""What reverify adds to one of NeMo Gym's resources servers: ``/verify_batch`` and ``/reverify_metrics``.
 
-Run by the server's own Python in place of its entrypoint (``python verify_batch_route.py app.py``): it adds the
-route to the app ``SimpleResourcesServer.setup_webserver`` builds, then runs ``app.py`` as ``__main__``, as
+Run by the server's own Python in place of its entrypoint (``python server_bootstrap.py app.py``): it adds the
+routes to the app ``SimpleResourcesServer.setup_webserver`` builds, then runs ``app.py`` as ``__main__``, as
 ``gym env start`` would have. NeMo Gym's files are not touched. This file is never imported by ``reverify_assets``:
-it may use only what the server's Python has, the standard library, FastAPI (with Starlette) and pydantic.
+it may use only what the server's Python has, the standard library, FastAPI (with Starlette), pydantic and NeMo Gym.
 
-Through HTTP, about four fifths of such a server's CPU a row is uvicorn, FastAPI's request handling and NeMo
-Gym's middleware. Here each row is handed to the ``/verify`` route's own FastAPI handler (the request model
-``verify`` declares validated, the same callable, ``judge_failsafe`` and the tracing included, the response
-serialised by the route's response model) through a request made in memory, and an exception becomes the reply
-the app's own exception handlers (a 422, an ``HTTPException``) or else NeMo Gym's exception middleware would have
-made of it. So every row's status and body are byte for byte what
-``/verify`` answers, without a connection, headers or middleware per row.
+``/verify_batch``: many ``/verify`` requests in one HTTP request. Through HTTP, about four fifths of such a server's
+CPU a row is uvicorn, FastAPI's request handling and NeMo Gym's middleware. Here each row is handed to the
+``/verify`` route's own FastAPI handler (the request model ``verify`` declares validated, the same callable,
+``judge_failsafe`` and the tracing included, the response serialised by the route's response model) through a
+request made in memory, and an exception becomes the reply the app's own exception handlers (a 422, an
+``HTTPException``) or else NeMo Gym's exception middleware would have made of it. So every row's status and body
+are byte for byte what ``/verify`` answers, without a connection, headers or middleware per row.
 
 * ``GET /verify_batch`` answers ``{"max_rows": N}``; 404 when the app's ``/verify`` (looked up at each request: a
   server may replace it after its setup) takes what a request made in memory cannot give, the HTTP request
   (for its session, headers, cookies), the response or background tasks: the client then sends one ``/verify``
   a row. So does every worker of a server with ``num_workers`` above 1, which uvicorn starts afresh from
-  ``app.py``, without this route.
+  ``app.py``, without these routes.
 * ``POST /verify_batch`` takes NDJSON, one ``/verify`` body a line (at most N), and answers NDJSON, one line a
   row in order: ``{"status": S, "body": B}``, B being ``/verify``'s JSON reply as it would have sent it, or
   ``{"status": S, "text": T}`` for a reply that is not JSON, T its text as a JSON string.
   The rows of a batch run concurrently, as they would have in as many requests.
+
+``/reverify_metrics``: the server's own metrics hooks, without NeMo Gym's metrics maths. ``/aggregate_metrics``
+spends nearly all its time in NeMo Gym's reward profile (about 6 s of CPU for 10,000 rows here), which the CLI
+computes bit for bit as the rows stream past; what only the server can compute is what its hooks
+(``compute_metrics``, ``compute_repeat_metrics``, ``get_key_metrics``) make of the rows, a tenth of a second for
+mcqa. So the CLI asks for just that, each hook called as ``compute_aggregate_metrics`` calls it.
+
+* ``GET /reverify_metrics`` answers ``{"nemo_gym": version, "overridden": [hook, ...]}``, the hooks this server's
+  class overrides; 404 when the server answers ``/aggregate_metrics`` with code of its own (it overrides
+  ``aggregate_metrics``, or replaced the route): the CLI then posts every row there, as NeMo Gym does.
+* ``POST /reverify_metrics`` runs one hook and answers ``{"answer": A}``, in JSON with NaN and infinities as
+  Python writes them: ``{"hook": "compute_metrics", "rows": F}`` and ``{"hook": "compute_repeat_metrics", "rows":
+  F, "rollout_index": R}`` on the rows of the JSONL file F (the verify responses ``/aggregate_metrics`` would have
+  been posted, one a line, written by the CLI on this machine), scored ones only, grouped by task;
+  ``{"hook": "get_key_metrics", "agent_metrics": M}`` also answers ``"agent_metrics"``, M as the hook left it.
 """
 
 from __future__ import annotations
@@ -189,6 +204,93 @@ def add_verify_batch(app: FastAPI, server: Any) -> None:
     app.post("/verify_batch")(verify_batch)
 
 
+METRICS_HOOKS = ("compute_metrics", "compute_repeat_metrics", "get_key_metrics")
+# NeMo Gym's field names, as ``nemo_gym.reward_profile`` reads them.
+TASK_INDEX, ROLLOUT_INDEX, MASK_SAMPLE = "_ng_task_index", "_ng_rollout_index", "mask_sample"
+
+
+def _answers_aggregate_metrics_itself(app: FastAPI, server: Any) -> bool:
+    """Whether ``/aggregate_metrics`` is NeMo Gym's: the base class's method, and still what the app routes there."""
+    from nemo_gym.base_resources_server import SimpleResourcesServer
+
+    nemo_gyms = SimpleResourcesServer.aggregate_metrics
+    if getattr(getattr(server, "aggregate_metrics", None), "__func__", None) is not nemo_gyms:
+        return False
+    for route in app.routes:  # the first route of the path is the one Starlette takes
+        if isinstance(route, APIRoute) and route.path == "/aggregate_metrics" and "POST" in route.methods:
+            endpoint = route.endpoint
+            return getattr(endpoint, "__func__", None) is nemo_gyms and getattr(endpoint, "__self__", None) is server
+    return False
+
+
+def _overridden_hooks(server: Any) -> list[str]:
+    """The hooks this server has of its own; by the test NeMo Gym applies to ``compute_repeat_metrics``."""
+    from nemo_gym.reward_profile import AggregateMetricsMixin
+
+    return [
+        name
+        for name in METRICS_HOOKS
+        if getattr(getattr(server, name, None), "__func__", None) is not getattr(AggregateMetricsMixin, name)
+    ]
+
+
+def _scored_tasks(path: str, rollout_index: Any = None) -> list[list[dict[str, Any]]]:
+    """The scored rows of the file (of one repeat when `rollout_index` is given) grouped by task, tasks in index
+    order, each task's rows in file order: what ``compute_aggregate_metrics`` hands its hooks. Parsed with
+    ``json``, as FastAPI parses the body of ``/aggregate_metrics``."""
+    tasks: dict[Any, list[dict[str, Any]]] = {}
+    with open(path, encoding="utf-8") as rows:
+        for line in rows:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if row.get(MASK_SAMPLE) or (rollout_index is not None and row.get(ROLLOUT_INDEX, 0) != rollout_index):
+                continue
+            tasks.setdefault(row.get(TASK_INDEX, 0), []).append(row)
+    return [tasks[task] for task in sorted(tasks)]
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar or array a hook returned, as the Python value it holds."""
+    for convert in ("item", "tolist"):
+        if callable(getattr(value, convert, None)):
+            return getattr(value, convert)()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def add_reverify_metrics(app: FastAPI, server: Any) -> None:
+    async def hooks() -> Response:
+        if not _answers_aggregate_metrics_itself(app, server):
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        from importlib.metadata import version
+
+        return JSONResponse({"nemo_gym": version("nemo-gym"), "overridden": _overridden_hooks(server)})
+
+    async def run_hook(request: Request) -> Response:
+        if not _answers_aggregate_metrics_itself(app, server):
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        try:
+            body = json.loads(await request.body())  # NaN and infinities included, as a hook may see them
+            hook = body["hook"]
+            argument = body["agent_metrics"] if hook == "get_key_metrics" else body["rows"]
+            rollout_index = body["rollout_index"] if hook == "compute_repeat_metrics" else None
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse({"detail": f"not a hook request: {exc!r}"}, status_code=400)
+        # A hook that raises does so into NeMo Gym's middleware, as it would inside /aggregate_metrics.
+        if hook == "get_key_metrics":
+            answer = {"answer": server.get_key_metrics(argument), "agent_metrics": argument}
+        elif hook == "compute_metrics":
+            answer = {"answer": server.compute_metrics(_scored_tasks(argument))}
+        elif hook == "compute_repeat_metrics":
+            answer = {"answer": server.compute_repeat_metrics(_scored_tasks(argument, rollout_index))}
+        else:
+            return JSONResponse({"detail": f"no hook {hook!r}: one of {list(METRICS_HOOKS)}"}, status_code=400)
+        return Response(json.dumps(answer, default=_plain), media_type="application/json")
+
+    app.get("/reverify_metrics")(hooks)
+    app.post("/reverify_metrics")(run_hook)
+
+
 def main() -> None:
     from nemo_gym.base_resources_server import SimpleResourcesServer
 
@@ -197,6 +299,7 @@ def main() -> None:
     def setup_webserver(self: SimpleResourcesServer) -> FastAPI:
         app = setup(self)
         add_verify_batch(app, self)
+        add_reverify_metrics(app, self)
         return app
 
     SimpleResourcesServer.setup_webserver = setup_webserver  # type: ignore[method-assign]

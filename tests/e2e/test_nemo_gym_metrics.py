@@ -1,0 +1,156 @@
+"""The metrics of one of NeMo Gym's servers: NeMo Gym's maths done by the CLI, the server's own hooks run by it.
+
+The servers here are written as a NeMo Gym user writes one, in a NeMo Gym checkout of their own: NeMo Gym's mcqa
+with hooks that use every freedom NeMo Gym gives them (``per_task_metrics``, a NaN, a ``compute_repeat_metrics``,
+a ``get_key_metrics`` that changes the agent metrics it is given) and masked rows. The oracle is the same server
+with ``aggregate_metrics`` overridden (to call NeMo Gym's own), which the CLI can only ask ``/aggregate_metrics``:
+both metrics files must agree section by section.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reverify_assets.gym.installation import ROOT_ENV
+from tests.support.cli import CLI_LIMIT_S, CONFORMANCE_INPUTS, CONFORMANCE_ROLLOUTS, REVERIFY, run_args
+from tests.support.nemo_gym import gym_env, nemo_gym_python, processes_in
+from tests.support.process_tree import run_reaped
+
+pytestmark = pytest.mark.slow
+
+SERVERS = {
+    "hooks_probe": """
+        import math
+
+        from resources_servers.mcqa.app import MCQAResourcesServer, MCQAVerifyRequest, MCQAVerifyResponse
+
+
+        class HooksProbe(MCQAResourcesServer):
+            async def verify(self, body: MCQAVerifyRequest) -> MCQAVerifyResponse:
+                response = await super().verify(body)
+                response.mask_sample = response.extracted_answer == "D"
+                return response
+
+            def compute_metrics(self, tasks):
+                metrics = super().compute_metrics(tasks)
+                metrics["not_a_number"] = math.nan
+                metrics["per_task_metrics"] = [
+                    {"_ng_task_index": task[0]["_ng_task_index"], "rollouts_seen": len(task)} for task in tasks
+                ]
+                return metrics
+
+            def compute_repeat_metrics(self, tasks):
+                rewards = [rollout["reward"] for task in tasks for rollout in task]
+                return {"mean/reward": sum(rewards) / len(rewards) + 1, "tasks_in_repeat": len(tasks)}
+
+            def get_key_metrics(self, agent_metrics):
+                agent_metrics["added_by_get_key_metrics"] = len(agent_metrics)
+                return {name: value for name, value in agent_metrics.items() if name.startswith("pass@1")}
+
+
+        if __name__ == "__main__":
+            HooksProbe.run_webserver()
+        """,
+    "hooks_probe_by_route": """
+        import sys
+        from pathlib import Path
+
+        from nemo_gym.config_types import AggregateMetrics, AggregateMetricsRequest
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hooks_probe"))
+        from app import HooksProbe  # noqa: E402
+
+
+        class AnsweredByItsRoute(HooksProbe):
+            async def aggregate_metrics(self, body: AggregateMetricsRequest) -> AggregateMetrics:
+                return await super().aggregate_metrics(body)
+
+
+        if __name__ == "__main__":
+            AnsweredByItsRoute.run_webserver()
+        """,
+    "hooks_probe_broken": """
+        from resources_servers.mcqa.app import MCQAResourcesServer
+
+
+        class BrokenHook(MCQAResourcesServer):
+            def compute_metrics(self, tasks):
+                raise ValueError("this hook is broken")
+
+
+        if __name__ == "__main__":
+            BrokenHook.run_webserver()
+        """,
+}
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    return nemo_gym_python()
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A NeMo Gym checkout of the user's own: its servers, each with its config."""
+    root = tmp_path_factory.mktemp("checkout")
+    for name, source in SERVERS.items():
+        folder = root / "resources_servers" / name
+        (folder / "configs").mkdir(parents=True)
+        (folder / "app.py").write_text(textwrap.dedent(source))
+        (folder / "configs" / f"{name}.yaml").write_text(
+            f"{name}:\n  resources_servers:\n    {name}:\n      entrypoint: app.py\n      grading_mode: lenient_boxed\n"
+        )
+    return root
+
+
+def run(tmp_path: Path, python: Path, checkout: Path, name: str) -> tuple[int, str, str, Path]:
+    output = tmp_path / name / "out.jsonl"
+    config = checkout / "resources_servers" / name / "configs" / f"{name}.yaml"
+    done = run_reaped(
+        [REVERIFY, *map(str, run_args(config, CONFORMANCE_INPUTS, CONFORMANCE_ROLLOUTS, output))],
+        env={**gym_env(tmp_path / "home", python), ROOT_ENV: str(checkout)},
+        timeout=CLI_LIMIT_S,
+    )
+    assert processes_in(config.parents[1]) == []
+    return done.returncode, done.stdout, done.stderr, output.with_name("out_aggregate_metrics.json")
+
+
+def test_the_servers_hooks_with_our_maths_give_what_its_own_aggregate_metrics_gives(
+    tmp_path: Path, python: Path, checkout: Path
+) -> None:
+    code, stdout, stderr, metrics = run(tmp_path, python, checkout, "hooks_probe")
+    assert code == 0, stderr
+    hooks = "compute_metrics and get_key_metrics and compute_repeat_metrics"
+    assert f"Metrics computed: hooks_probe here, {hooks} by the server" in stdout, stdout
+    code, stdout, stderr, by_route = run(tmp_path, python, checkout, "hooks_probe_by_route")
+    assert code == 0, stderr
+    assert "Metrics computed: hooks_probe_by_route by its /aggregate_metrics" in stdout, stdout
+
+    [ours], [theirs] = json.loads(metrics.read_text()), json.loads(by_route.read_text())
+    sections = ["group_level_metrics", "agent_metrics", "key_metrics", "repeat_level_metrics"]
+    for section in sections:
+        assert ours[section] == theirs[section], section
+    # The hooks took part, every one of them, and masked rows were left out of the scores.
+    agent = ours["agent_metrics"]
+    assert agent["coverage/masked_rollouts"] > 0
+    assert agent["not_a_number"] is None
+    assert agent["added_by_get_key_metrics"] > 0
+    assert all(entry["rollouts_seen"] > 0 for entry in ours["group_level_metrics"])
+    assert len(ours["repeat_level_metrics"]) == 3 and all(
+        entry["tasks_in_repeat"] > 0 for entry in ours["repeat_level_metrics"]
+    )
+    assert ours["key_metrics"] and all(name.startswith(("pass@1", "coverage/")) for name in ours["key_metrics"])
+
+
+def test_a_hook_that_raises_fails_the_metrics_and_keeps_the_rows(tmp_path: Path, python: Path, checkout: Path) -> None:
+    code, _, stderr, metrics = run(tmp_path, python, checkout, "hooks_probe_broken")
+    assert code != 0
+    assert "resources server 'hooks_probe_broken' gave no aggregate metrics" in stderr, stderr
+    assert "(compute_metrics): HTTP 500" in stderr and "this hook is broken" in stderr, stderr
+    assert not metrics.exists()
+    rows = metrics.with_name("out.jsonl").read_text().splitlines()
+    assert len(rows) == 180

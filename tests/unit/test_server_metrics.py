@@ -1,0 +1,131 @@
+"""``verifier.server_metrics``: which servers run their own hooks, and their answers taken as the hooks' own.
+
+The server here plays our bootstrap's ``/reverify_metrics`` with our reproduction of mcqa's hooks, reading the rows
+from the spool as NeMo Gym's server does: the accumulator that asks it must answer as one that has the hooks itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+from reverify_assets.metrics import mcqa
+from reverify_assets.metrics.accumulator import MetricsAccumulator
+from reverify_assets.verifier.client import AggregateMetricsFailed
+from reverify_assets.verifier.server_metrics import ServerHooks, server_hooks
+from tests.support.loopback import LoopbackServer
+
+
+class HooksServer(LoopbackServer):
+    def __init__(self, hooks_reply: web.Response | None = None) -> None:
+        super().__init__()
+        self.hooks_reply = hooks_reply
+        self.calls: list[str] = []
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/reverify_metrics", self._hooks)
+        app.router.add_post("/reverify_metrics", self._run)
+        return app
+
+    async def _hooks(self, _: web.Request) -> web.Response:
+        return self.hooks_reply or web.json_response({"nemo_gym": "0.7.0", "overridden": ["compute_metrics"]})
+
+    async def _run(self, request: web.Request) -> web.Response:
+        body = json.loads(await request.read())
+        self.calls.append(body["hook"])
+        if body["hook"] == "get_key_metrics":
+            agent = body["agent_metrics"]
+            answer = {"answer": mcqa.get_key_metrics(agent), "agent_metrics": {**agent, "seen_by_key_hook": True}}
+        elif body["hook"] == "compute_metrics":
+            rows = [json.loads(line) for line in Path(body["rows"]).read_text().splitlines()]
+            tasks: dict[int, list[dict[str, Any]]] = {}
+            for row in rows:
+                if not row.get("mask_sample"):
+                    tasks.setdefault(row["_ng_task_index"], []).append(row)
+            answer = {"answer": {**mcqa.compute_metrics([tasks[t] for t in sorted(tasks)]), "odd": math.nan}}
+        else:
+            return web.Response(status=500, text="\"RuntimeError('no such hook here')\"")
+        return web.Response(text=json.dumps(answer), content_type="application/json")
+
+
+def rows(tasks: int = 40, repeats: int = 4) -> list[dict[str, Any]]:
+    rng = random.Random(7)
+    return [
+        {
+            "_ng_task_index": task,
+            "_ng_rollout_index": repeat,
+            "reward": float(rng.random() < 0.5),
+            "extracted_answer": rng.choice("ABCD"),
+            **({"mask_sample": True} if rng.random() < 0.1 else {}),
+        }
+        for task in range(tasks)
+        for repeat in range(repeats)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reply", "overridden"),
+    [
+        (web.json_response({"nemo_gym": "0.7.0", "overridden": []}), frozenset()),
+        (
+            web.json_response({"nemo_gym": "0.7.0", "overridden": ["get_key_metrics", "compute_metrics", "other"]}),
+            frozenset({"get_key_metrics", "compute_metrics"}),
+        ),
+        (web.json_response({"nemo_gym": "0.8.0", "overridden": []}), None),  # maths we do not reproduce
+        (web.json_response({"detail": "Not Found"}, status=404), None),  # its own /aggregate_metrics
+        (web.Response(status=405), None),
+    ],
+)
+def test_a_server_says_which_hooks_it_runs_or_is_asked_its_aggregate_metrics(
+    reply: web.Response, overridden: frozenset[str] | None
+) -> None:
+    with HooksServer(reply) as server:
+        hooks = server_hooks("rs", server.url)
+    assert (hooks.overridden if hooks else None) == overridden
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [web.Response(status=500, text="boom"), web.json_response({"no": "list"}), web.Response(text="not json")],
+)
+def test_a_server_that_cannot_say_its_hooks_fails_the_metrics_naming_it(reply: web.Response) -> None:
+    with HooksServer(reply) as server, pytest.raises(AggregateMetricsFailed, match=r"'rs' .*/reverify_metrics"):
+        server_hooks("rs", server.url)
+
+
+def test_hooks_run_by_the_server_answer_as_the_hooks_run_here(tmp_path: Path) -> None:
+    spool = tmp_path / "spool.jsonl"
+    spool.write_bytes(b"".join(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE) for row in rows()))
+    with HooksServer() as server:
+        hooks = ServerHooks("rs", server.url, frozenset({"compute_metrics", "get_key_metrics"}))
+        remote = hooks.accumulator(spool)
+        for row in rows():
+            remote.add(row)
+        answer = remote.answer()
+    here = MetricsAccumulator(compute_metrics=mcqa.compute_metrics, get_key_metrics=mcqa.get_key_metrics)
+    for row in rows():
+        here.add(row)
+    expected = here.answer()
+    assert server.calls == ["compute_metrics", "get_key_metrics"]
+    # What the server's hooks added, NaN included, and the agent metrics as its get_key_metrics left them.
+    assert answer["agent_metrics"].pop("odd") is None and answer["agent_metrics"].pop("seen_by_key_hook") is True
+    assert orjson.dumps(answer) == orjson.dumps(expected)
+
+
+def test_a_hook_the_server_fails_fails_the_metrics_with_its_reply(tmp_path: Path) -> None:
+    spool = tmp_path / "spool.jsonl"
+    spool.write_bytes(b"".join(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE) for row in rows()))
+    with HooksServer() as server:
+        remote = ServerHooks("rs", server.url, frozenset({"compute_repeat_metrics"})).accumulator(spool)
+        for row in rows():
+            remote.add(row)
+        with pytest.raises(AggregateMetricsFailed, match=r"\(compute_repeat_metrics\): HTTP 500: .*no such hook"):
+            remote.answer()
