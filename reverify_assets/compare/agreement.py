@@ -23,7 +23,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import binom, norm
 
 KAPPA_UNDEFINED = "every scoring fell in one category: chance agreement is 1"
 
@@ -98,6 +97,8 @@ def self_agreement(ratings: Sequence[Sequence[float]]) -> SelfAgreement:
 
 
 def noise_excess(observed_flips: int, rows: int, noise_flip_rate: float, noise_flip_rate_se: float) -> NoiseExcess:
+    from scipy.stats import binom, norm  # here: about a second to import, for `reverify noise` alone
+
     expected = rows * noise_flip_rate
     if rows == 0:
         upper, p_value = 0, 1.0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import binom
 
 KAPPA_UNDEFINED = "undefined: expected agreement is 1 (both sides give every row the same single outcome), so κ is 0/0"
 
@@ -72,6 +71,10 @@ def first_non_binary(rewards: np.ndarray) -> float | None:
 def mcnemar_exact_p(pass_to_fail: int, fail_to_pass: int) -> float:
     """Two-sided exact McNemar p: under no change each discordant pair goes either way with probability ½,
     so p = min(1, 2·P[X ≤ min(b, c)]) for X ~ Binomial(b + c, ½); 1 when there is no discordant pair."""
+    # Imported here: scipy.stats takes about a second, and `reverify run` loads this module (through the probe's
+    # checks) without ever calling it.
+    from scipy.stats import binom
+
     discordant = pass_to_fail + fail_to_pass
     if discordant == 0:
         return 1.0
