@@ -67,6 +67,18 @@ class ServerBlock:
                     found.append(model)
         return found
 
+    def undeclared_models(self, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """``(field, model)`` for each model server this block names that ``config`` does not declare. NeMo Gym refuses
+        such a config; a server whose judge is off (polymath's ``should_use_judge: false``) never calls it."""
+        missing = []
+        for key, value in self.fields.items():
+            if isinstance(value, Mapping) and value.get("type") == MODELS:
+                name = str(value.get("name"))
+                model = declared_block(name, config.get(name), self.sources)
+                if model is None or model.kind != MODELS:
+                    missing.append((str(key), name))
+        return missing
+
 
 def declared_block(instance: str, value: Any, sources: ConfigSources = UNTRACKED) -> ServerBlock | None:
     """The server block of ``<instance>: {<kind>: {<implementation>: fields}}``, or None for any other value."""

@@ -32,11 +32,13 @@ mcqa. So the CLI asks for just that, each hook called as ``compute_aggregate_met
 * ``GET /reverify_metrics`` answers ``{"nemo_gym": version, "overridden": [hook, ...]}``, the hooks this server's
   class overrides; 404 when the server answers ``/aggregate_metrics`` with code of its own (it overrides
   ``aggregate_metrics``, or replaced the route): the CLI then posts every row there, as NeMo Gym does.
-* ``POST /reverify_metrics`` runs one hook and answers ``{"answer": A}``, in JSON with NaN and infinities as
-  Python writes them: ``{"hook": "compute_metrics", "rows": F}`` and ``{"hook": "compute_repeat_metrics", "rows":
-  F, "rollout_index": R}`` on the rows of the JSONL file F (the verify responses ``/aggregate_metrics`` would have
-  been posted, one a line, written by the CLI on this machine), scored ones only, grouped by task;
-  ``{"hook": "get_key_metrics", "agent_metrics": M}`` also answers ``"agent_metrics"``, M as the hook left it.
+* ``POST /reverify_metrics/compute`` takes the rows ``/aggregate_metrics`` would have been posted, NDJSON, streamed
+  as the CLI reads them, and answers ``{"compute_metrics": A, "compute_repeat_metrics": [[R, A], ...]}`` for the
+  hooks the server overrides, each run on the scored rows grouped by task (one repeat's, R, for the second).
+* ``POST /reverify_metrics/key_metrics`` takes the agent metrics and answers ``{"key_metrics": K,
+  "agent_metrics": M}``, M as the hook left them.
+
+Answers are JSON with NaN and infinities as Python writes them: the CLI takes a hook's values back as they were.
 """
 
 from __future__ import annotations
@@ -234,19 +236,12 @@ def _overridden_hooks(server: Any) -> list[str]:
     ]
 
 
-def _scored_tasks(path: str, rollout_index: Any = None) -> list[list[dict[str, Any]]]:
-    """The scored rows of the file (of one repeat when `rollout_index` is given) grouped by task, tasks in index
-    order, each task's rows in file order: what ``compute_aggregate_metrics`` hands its hooks. Parsed with
-    ``json``, as FastAPI parses the body of ``/aggregate_metrics``."""
+def _by_task(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Rows grouped by task, tasks in index order, each task's rows in the order given: what
+    ``compute_aggregate_metrics`` hands its hooks."""
     tasks: dict[Any, list[dict[str, Any]]] = {}
-    with open(path, encoding="utf-8") as rows:
-        for line in rows:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if row.get(MASK_SAMPLE) or (rollout_index is not None and row.get(ROLLOUT_INDEX, 0) != rollout_index):
-                continue
-            tasks.setdefault(row.get(TASK_INDEX, 0), []).append(row)
+    for row in rows:
+        tasks.setdefault(row.get(TASK_INDEX, 0), []).append(row)
     return [tasks[task] for task in sorted(tasks)]
 
 
@@ -258,37 +253,67 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def _json(answer: dict[str, Any]) -> Response:
+    """NaN and infinities as Python writes them: the CLI takes the hook's values back as they were."""
+    return Response(json.dumps(answer, default=_plain), media_type="application/json")
+
+
 def add_reverify_metrics(app: FastAPI, server: Any) -> None:
+    def not_ours() -> Response | None:
+        if _answers_aggregate_metrics_itself(app, server):
+            return None
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
+
     async def hooks() -> Response:
-        if not _answers_aggregate_metrics_itself(app, server):
-            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        if (refusal := not_ours()) is not None:
+            return refusal
         from importlib.metadata import version
 
         return JSONResponse({"nemo_gym": version("nemo-gym"), "overridden": _overridden_hooks(server)})
 
-    async def run_hook(request: Request) -> Response:
-        if not _answers_aggregate_metrics_itself(app, server):
-            return JSONResponse({"detail": "Not Found"}, status_code=404)
+    async def compute(request: Request) -> Response:
+        if (refusal := not_ours()) is not None:
+            return refusal
+        scored: list[dict[str, Any]] = []
+        rest = b""
         try:
-            body = json.loads(await request.body())  # NaN and infinities included, as a hook may see them
-            hook = body["hook"]
-            argument = body["agent_metrics"] if hook == "get_key_metrics" else body["rows"]
-            rollout_index = body["rollout_index"] if hook == "compute_repeat_metrics" else None
-        except (ValueError, KeyError, TypeError) as exc:
-            return JSONResponse({"detail": f"not a hook request: {exc!r}"}, status_code=400)
-        # A hook that raises does so into NeMo Gym's middleware, as it would inside /aggregate_metrics.
-        if hook == "get_key_metrics":
-            answer = {"answer": server.get_key_metrics(argument), "agent_metrics": argument}
-        elif hook == "compute_metrics":
-            answer = {"answer": server.compute_metrics(_scored_tasks(argument))}
-        elif hook == "compute_repeat_metrics":
-            answer = {"answer": server.compute_repeat_metrics(_scored_tasks(argument, rollout_index))}
-        else:
-            return JSONResponse({"detail": f"no hook {hook!r}: one of {list(METRICS_HOOKS)}"}, status_code=400)
-        return Response(json.dumps(answer, default=_plain), media_type="application/json")
+            # Parsed as they arrive (with ``json``, as FastAPI parses /aggregate_metrics): on this core, while the
+            # CLI computes NeMo Gym's maths on its own.
+            async for chunk in request.stream():
+                *lines, rest = (rest + chunk).split(b"\n")
+                scored.extend(row for row in map(json.loads, filter(bytes.strip, lines)) if not row.get(MASK_SAMPLE))
+            if rest.strip() and not (row := json.loads(rest)).get(MASK_SAMPLE):
+                scored.append(row)
+        except ValueError as exc:
+            return JSONResponse({"detail": f"a row is not JSON: {exc}"}, status_code=400)
+        overridden = _overridden_hooks(server)
+        answer: dict[str, Any] = {}
+        # In NeMo Gym's order, on the same row objects: a hook may leave its mark on them for the next.
+        if "compute_metrics" in overridden:
+            answer["compute_metrics"] = server.compute_metrics(_by_task(scored))
+        if "compute_repeat_metrics" in overridden:
+            by_repeat: dict[Any, list[dict[str, Any]]] = {}
+            for row in scored:
+                by_repeat.setdefault(row.get(ROLLOUT_INDEX, 0), []).append(row)
+            # Repeat entries, and so the hook's calls, exist only for two repeats or more.
+            repeats = sorted(by_repeat) if len(by_repeat) > 1 else []
+            answer["compute_repeat_metrics"] = [
+                [repeat, server.compute_repeat_metrics(_by_task(by_repeat[repeat]))] for repeat in repeats
+            ]
+        return _json(answer)
+
+    async def key_metrics(request: Request) -> Response:
+        if (refusal := not_ours()) is not None:
+            return refusal
+        try:
+            agent_metrics = json.loads(await request.body())  # NaN and infinities included, as the hook may see them
+        except ValueError as exc:
+            return JSONResponse({"detail": f"not JSON: {exc}"}, status_code=400)
+        return _json({"key_metrics": server.get_key_metrics(agent_metrics), "agent_metrics": agent_metrics})
 
     app.get("/reverify_metrics")(hooks)
-    app.post("/reverify_metrics")(run_hook)
+    app.post("/reverify_metrics/compute")(compute)
+    app.post("/reverify_metrics/key_metrics")(key_metrics)
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 Rows are stripped (no prompt, ``response`` reduced to its usage) as they stream past. A built-in server's
 group is computed here, row by row, with the server's own hooks (``MetricsAccumulator``): no server to
 start, and memory of a few bytes a row. So is a group of one of NeMo Gym's servers that the CLI started, but for
-the hooks it overrides, which it runs itself over the rows spooled to a file (``verifier.server_metrics``). A
+the hooks it overrides, which it runs itself over the rows streamed to it (``verifier.server_metrics``). A
 group of any other server (reached by ``url``, say) is spooled to a temporary file and sent in one
 ``/aggregate_metrics`` request, as NeMo Gym's protocol wants; the client never holds those rows either.
 """
@@ -14,7 +14,6 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import IO, Any
 
 import orjson
@@ -25,11 +24,12 @@ from reverify_assets.lib.positional_reader import PositionalReader
 from reverify_assets.lib.result_routing import agent_name, run_label
 from reverify_assets.lib.stripped_row import strip_for_aggregation
 from reverify_assets.metrics.accumulator import MetricsAccumulator
+from reverify_assets.metrics.names import MASK_SAMPLE
 from reverify_assets.pipeline.coverage_count import CoverageTally, GroupKey
 from reverify_assets.servers.protocol import MetricsHooks
 from reverify_assets.servers.registry import builtin_metrics_hooks
 from reverify_assets.verifier.client import VerifierClient
-from reverify_assets.verifier.server_metrics import ServerHooks
+from reverify_assets.verifier.server_metrics import RowsToServer, ServerHooks
 
 # Popped from every entry, as NeMo Gym's reverify does: rollouts re-read from disk carry no timing.
 NOT_IN_SUMMARY = "perf_summary"
@@ -83,33 +83,27 @@ class LocalGroup(AgentGroup):
 
 @dataclass
 class ServerHooksGroup(LocalGroup):
-    """A group of one of NeMo Gym's servers with hooks of its own: computed here as a local group is, the hooks run
-    by the server over the rows spooled to a file it reads."""
+    """A group of one of NeMo Gym's servers whose hooks read the rows: computed here as a local group is, the rows
+    streamed to the server as they pass, for its hooks to run on."""
 
-    spool: IO[bytes] = field(default_factory=lambda: _spool_file())
+    rows_to_server: RowsToServer | None = None
 
     @classmethod
     def of(cls, agent: str, server: str, hooks: ServerHooks) -> ServerHooksGroup:
-        spool = _spool_file()
-        accumulator = hooks.accumulator(Path(spool.name))
+        rows = RowsToServer(hooks) if hooks.reads_rows() else None
         computed = f"here, {' and '.join(hooks.in_order())} by the server"
-        return cls(agent, server, accumulator=accumulator, computed=computed, spool=spool)
+        return cls(agent, server, accumulator=hooks.accumulator(rows), computed=computed, rows_to_server=rows)
 
     def add(self, row: dict[str, Any]) -> None:
-        self.spool.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+        # Masked rows are no hook's (NeMo Gym's route gives its hooks the scored rows only).
+        if self.rows_to_server is not None and not row.get(MASK_SAMPLE):
+            self.rows_to_server.add(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
         super().add(row)
-
-    def write_entry(self, fp: IO[bytes], suffix_fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        self.spool.flush()  # the server reads it as the answer is made
-        return super().write_entry(fp, suffix_fields)
 
     def close(self) -> None:
         super().close()
-        self.spool.close()
-
-
-def _spool_file() -> IO[bytes]:
-    return tempfile.NamedTemporaryFile(prefix="reverify-metrics-", suffix=".jsonl")
+        if self.rows_to_server is not None:
+            self.rows_to_server.close()
 
 
 @dataclass

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,9 @@ from reverify_assets.pipeline.config_secrets import config_secrets
 from reverify_assets.pipeline.replication import check_placement_fields
 from reverify_assets.servers.registry import BUILTIN_SERVERS, check_known_fields, validate_builtin_block
 
+log = logging.getLogger("reverify")
+_SAID: set[tuple[str, str, str]] = set()  # warnings given by this process
+
 
 @dataclass(frozen=True)
 class VerifierSetup:
@@ -60,6 +64,18 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
             if block.type in BUILTIN_SERVERS:
                 check_known_fields(block)
             server_folder(block, find_installation(config, sources=loaded.sources))
+            for field_name, model in block.undeclared_models(config):
+                if (block.instance, field_name, model) in _SAID:  # the command and its Dagster run load it both
+                    continue
+                _SAID.add((block.instance, field_name, model))
+                log.warning(
+                    "WARNING: %s names the model server %r, which the config does not declare (NeMo Gym refuses "
+                    "such a config): every row the server asks it about fails as judge_failed. Add its config "
+                    "(NeMo Gym's responses_api_models/openai_model/configs/openai_model.yaml, say) as another "
+                    "--config, or run --judge-failed-only with it afterwards",
+                    block.named(field_name),
+                    model,
+                )
     # A judge's model server is part of the grader: another model is another verifier.
     models = {model.instance: model for block in topology.servers.values() for model in block.referenced_models(config)}
     return VerifierSetup(config, topology, verifier_config_hash([*topology.servers.values(), *models.values()]))

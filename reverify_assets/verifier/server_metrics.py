@@ -2,23 +2,23 @@
 
 ``/aggregate_metrics`` of 10,000 rows costs NeMo Gym's server about 6 s of CPU, nearly all of it the reward profile
 that :class:`MetricsAccumulator` computes bit for bit as the rows stream past. What it cannot compute is what the
-server's hooks (``compute_metrics``, ``compute_repeat_metrics``, ``get_key_metrics``) make of the rows, so each is
-asked of the server through the ``/reverify_metrics`` route our bootstrap adds (``gym.server_bootstrap``), the rows
-read by the server from the file the CLI spools them to. A hook the server does not override is NeMo Gym's default,
-which the accumulator has: a server with none of its own is never asked anything.
+server's hooks (``compute_metrics``, ``compute_repeat_metrics``, ``get_key_metrics``) make of the rows, so those are
+asked of the server through the routes our bootstrap adds (``gym.server_bootstrap``): the rows are streamed to it as
+the CLI reads them, so that it parses them on its core while the CLI computes on its own, and its answers come
+back when the rows end. A hook the server does not override is NeMo Gym's default, which the accumulator has: a
+server with none of its own is sent nothing.
 
-The hooks are called synchronously, from inside the accumulator, as NeMo Gym's route calls them; the requests are
-plain blocking HTTP to a server on this machine, without a time limit once connected (a hook may take long over a
-big run), as ``/aggregate_metrics`` is asked.
+The hooks are called synchronously, from inside the accumulator, as NeMo Gym's route calls them: plain blocking
+HTTP to a server on this machine, without a time limit once connected (a hook may take long over a big run), as
+``/aggregate_metrics`` is asked.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,120 +32,219 @@ ROUTE = "/reverify_metrics"
 # The NeMo Gym whose metrics maths the accumulator reproduces; another's server is asked /aggregate_metrics.
 REPRODUCED_NEMO_GYM = "0.7.0"
 HOOKS = ("compute_metrics", "get_key_metrics", "compute_repeat_metrics")  # the order NeMo Gym calls them in
+ROW_HOOKS = frozenset({"compute_metrics", "compute_repeat_metrics"})  # those that read the rows
 CONNECT_TIMEOUT_S = 30.0
+SEND_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
 class ServerHooks:
-    """The hooks a server overrides, at ``url``; each asked of it over the rows of the JSONL file ``rows``."""
+    """The hooks a server overrides, at ``url``."""
 
     server: str
     url: str
     overridden: frozenset[str]
 
-    def accumulator(self, rows: Path) -> MetricsAccumulator:
-        """An accumulator whose maths are ours and whose hooks are the server's, over the rows of ``rows`` (complete
-        by the time the answer is made)."""
-        return MetricsAccumulator(
-            compute_metrics=StreamingHook(lambda: _ComputedByServer(self, rows))
-            if "compute_metrics" in self.overridden
-            else None,
-            compute_repeat_metrics=_RepeatMetrics(self, rows) if "compute_repeat_metrics" in self.overridden else None,
-            get_key_metrics=self._key_metrics if "get_key_metrics" in self.overridden else None,
-        )
-
     def in_order(self) -> list[str]:
         return [hook for hook in HOOKS if hook in self.overridden]
 
-    def _key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        reply = self.call({"hook": "get_key_metrics", "agent_metrics": agent_metrics})
-        # As the hook left them: inside NeMo Gym's route it may change them.
-        changed = _mapping(reply.get("agent_metrics"), self, "get_key_metrics")
-        agent_metrics.clear()
-        agent_metrics.update(changed)
-        return _mapping(reply["answer"], self, "get_key_metrics")
+    def reads_rows(self) -> bool:
+        return bool(self.overridden & ROW_HOOKS)
 
-    def call(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        status, payload = _request(self.url, "POST", json.dumps(body).encode())
-        where = f"{self.url}{ROUTE} ({body['hook']})"
-        if status != 200:
-            raise AggregateMetricsFailed(self.server, where, f"HTTP {status}: {_text(payload)}")
+    def accumulator(self, rows: RowsToServer | None) -> MetricsAccumulator:
+        """An accumulator whose maths are ours and whose hooks are the server's; ``rows``: the group's rows on their
+        way to the server (None when no hook reads them)."""
+        if self.reads_rows() and rows is None:
+            raise ValueError(f"{self.server}'s hooks read the rows: they must be sent")
+        return MetricsAccumulator(
+            compute_metrics=StreamingHook(lambda: _ComputedByServer(rows))
+            if rows is not None and "compute_metrics" in self.overridden
+            else None,
+            compute_repeat_metrics=_RepeatMetrics(rows)
+            if rows is not None and "compute_repeat_metrics" in self.overridden
+            else None,
+            get_key_metrics=self._key_metrics if "get_key_metrics" in self.overridden else None,
+        )
+
+    def _key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        status, payload = _post(self.url, "key_metrics", json.dumps(agent_metrics).encode())
+        reply = _reply(self, "key_metrics", status, payload)
+        # As the hook left them: inside NeMo Gym's route it may change them.
+        agent_metrics.clear()
+        agent_metrics.update(_mapping(reply.get("agent_metrics"), self, "get_key_metrics"))
+        return _mapping(reply.get("key_metrics"), self, "get_key_metrics")
+
+
+class RowsToServer:
+    """A group's rows streamed to the server's ``/reverify_metrics/compute`` (chunked, as the CLI reads them), and
+    its hooks' answers once they end."""
+
+    def __init__(self, hooks: ServerHooks) -> None:
+        self.hooks = hooks
+        parts = urlsplit(hooks.url)
+        self._connection = _connected(hooks.url)
+        self._buffer = bytearray()
+        self._answers: dict[str, Any] | None = None
         try:
-            reply = json.loads(payload)  # NaN and infinities as the hook gave them
-        except ValueError as exc:
-            raise AggregateMetricsFailed(self.server, where, f"the reply is not JSON: {exc}") from exc
-        if not isinstance(reply, dict) or "answer" not in reply:
-            raise AggregateMetricsFailed(self.server, where, f"the reply has no answer: {_text(payload)}")
-        return reply
+            self._connection.putrequest("POST", f"{parts.path.rstrip('/')}{ROUTE}/compute")
+            self._connection.putheader("Content-Type", "application/x-ndjson")
+            self._connection.putheader("Transfer-Encoding", "chunked")
+            self._connection.endheaders()
+        except OSError as exc:
+            self.close()
+            raise _unreachable(hooks, "compute", exc) from exc
+
+    def add(self, line: bytes) -> None:
+        """One row, as a JSON line."""
+        self._buffer += line
+        if len(self._buffer) >= SEND_BYTES:
+            self._send_chunk()
+
+    def answers(self) -> dict[str, Any]:
+        """The hooks' answers: the rows end with the first call."""
+        if self._answers is None:
+            try:
+                if self._buffer:
+                    self._send_chunk()
+                self._connection.send(b"0\r\n\r\n")
+                reply = self._connection.getresponse()
+                status, payload = reply.status, reply.read()
+            except OSError as exc:
+                raise self._failed(exc) from exc
+            finally:
+                self.close()
+            self._answers = _reply(self.hooks, "compute", status, payload)
+        return self._answers
+
+    def answer(self, hook: str) -> Any:
+        answers = self.answers()
+        if hook not in answers:
+            raise AggregateMetricsFailed(self.hooks.server, f"{self.hooks.url}{ROUTE}/compute", f"no {hook} answer")
+        return answers[hook]
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def _send_chunk(self) -> None:
+        try:
+            self._connection.send(b"%x\r\n%b\r\n" % (len(self._buffer), self._buffer))
+        except OSError as exc:
+            raise self._failed(exc) from exc
+        self._buffer.clear()
+
+    def _failed(self, exc: OSError) -> ReverifyError:
+        """What the server said when it stopped reading (a refusal, its own error), else what the socket said."""
+        try:
+            reply = self._connection.getresponse()
+            return AggregateMetricsFailed(
+                self.hooks.server, f"{self.hooks.url}{ROUTE}/compute", f"HTTP {reply.status}: {_text(reply.read())}"
+            )
+        except (OSError, http.client.HTTPException):
+            return _unreachable(self.hooks, "compute", exc)
+        finally:
+            self.close()
 
 
 class _ComputedByServer:
-    """``compute_metrics`` as a reducer that keeps nothing: the server reads the rows from the spool."""
+    """``compute_metrics`` as a reducer that keeps nothing: the server has the rows."""
 
-    def __init__(self, hooks: ServerHooks, rows: Path) -> None:
-        self._hooks, self._rows = hooks, rows
+    def __init__(self, rows: RowsToServer) -> None:
+        self._rows = rows
 
     def add_task(self, rollouts: Sequence[Row]) -> None:
         pass
 
     def finish(self) -> dict[str, Any]:
-        answer = self._hooks.call({"hook": "compute_metrics", "rows": str(self._rows)})["answer"]
-        return _mapping(answer, self._hooks, "compute_metrics")
+        return _mapping(self._rows.answer("compute_metrics"), self._rows.hooks, "compute_metrics")
 
 
 class _RepeatMetrics:
-    """``compute_repeat_metrics`` of the repeat whose tasks it is given, computed by the server from the spool."""
+    """``compute_repeat_metrics`` of the repeat whose tasks it is given, as the server computed it."""
 
-    def __init__(self, hooks: ServerHooks, rows: Path) -> None:
-        self._hooks, self._rows = hooks, rows
+    def __init__(self, rows: RowsToServer) -> None:
+        self._rows = rows
 
     def __call__(self, tasks: Sequence[Sequence[Row]]) -> dict[str, Any]:
         rollout_index = tasks[0][0].get(ROLLOUT_INDEX, 0)
-        body = {"hook": "compute_repeat_metrics", "rows": str(self._rows), "rollout_index": rollout_index}
-        return _mapping(self._hooks.call(body)["answer"], self._hooks, "compute_repeat_metrics")
+        for repeat, answer in self._rows.answer("compute_repeat_metrics"):
+            if repeat == rollout_index:
+                return _mapping(answer, self._rows.hooks, "compute_repeat_metrics")
+        hooks = self._rows.hooks
+        raise AggregateMetricsFailed(hooks.server, f"{hooks.url}{ROUTE}/compute", f"no repeat {rollout_index!r}")
 
 
 def server_hooks(server: str, url: str) -> ServerHooks | None:
     """The hooks of the server at ``url``; None when it must be asked ``/aggregate_metrics`` instead: it answers that
     with code of its own, is another NeMo Gym's, or lacks our route (a server of several workers)."""
-    status, payload = _request(url, "GET")
+    connection = _connected(url)
+    try:
+        connection.request("GET", f"{urlsplit(url).path.rstrip('/')}{ROUTE}")
+        reply = connection.getresponse()
+        status, payload = reply.status, reply.read()
+    except OSError as exc:
+        raise ReverifyError(f"resources server {server!r} at {url}: GET {ROUTE}: {exc}") from exc
+    finally:
+        connection.close()
     if status in (404, 405):
         return None
     try:
-        reply = json.loads(payload) if status == 200 else None
+        answer = json.loads(payload) if status == 200 else None
     except ValueError:
-        reply = None
-    if not isinstance(reply, dict) or not isinstance(reply.get("overridden"), list):
-        raise AggregateMetricsFailed(
-            server, f"{url}{ROUTE}", f"HTTP {status}: {payload[:500].decode(errors='replace')}"
-        )
-    if reply.get("nemo_gym") != REPRODUCED_NEMO_GYM:
+        answer = None
+    if not isinstance(answer, dict) or not isinstance(answer.get("overridden"), list):
+        raise AggregateMetricsFailed(server, f"{url}{ROUTE}", f"HTTP {status}: {_text(payload)}")
+    if answer.get("nemo_gym") != REPRODUCED_NEMO_GYM:
         return None
-    return ServerHooks(server, url, frozenset(reply["overridden"]) & set(HOOKS))
+    return ServerHooks(server, url, frozenset(answer["overridden"]) & set(HOOKS))
 
 
-def _request(url: str, method: str, body: bytes | None = None) -> tuple[int, bytes]:
+def _connected(url: str) -> http.client.HTTPConnection:
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=CONNECT_TIMEOUT_S)
     try:
         connection.connect()
-        assert connection.sock is not None
-        connection.sock.settimeout(None)  # connected: a hook may take as long as it takes
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        connection.request(method, f"{parts.path.rstrip('/')}{ROUTE}", body=body, headers=headers)
+    except OSError as exc:
+        raise ReverifyError(f"resources server at {url}: {ROUTE}: {exc}") from exc
+    assert connection.sock is not None
+    connection.sock.settimeout(None)  # connected: a hook may take as long as it takes
+    return connection
+
+
+def _post(url: str, route: str, body: bytes) -> tuple[int, bytes]:
+    connection = _connected(url)
+    try:
+        connection.request(
+            "POST", f"{urlsplit(url).path.rstrip('/')}{ROUTE}/{route}", body, {"Content-Type": "application/json"}
+        )
         reply = connection.getresponse()
         return reply.status, reply.read()
     except OSError as exc:
-        raise ReverifyError(f"resources server at {url}: {method} {ROUTE}: {exc}") from exc
+        raise ReverifyError(f"resources server at {url}: POST {ROUTE}/{route}: {exc}") from exc
     finally:
         connection.close()
 
 
+def _reply(hooks: ServerHooks, route: str, status: int, payload: bytes) -> dict[str, Any]:
+    where = f"{hooks.url}{ROUTE}/{route}"
+    if status != 200:
+        raise AggregateMetricsFailed(hooks.server, where, f"HTTP {status}: {_text(payload)}")
+    try:
+        reply = json.loads(payload)  # NaN and infinities as the hook gave them
+    except ValueError as exc:
+        raise AggregateMetricsFailed(hooks.server, where, f"the reply is not JSON: {exc}") from exc
+    if not isinstance(reply, dict):
+        raise AggregateMetricsFailed(hooks.server, where, f"the reply is not a JSON object: {_text(payload)}")
+    return reply
+
+
+def _unreachable(hooks: ServerHooks, route: str, exc: OSError) -> ReverifyError:
+    return AggregateMetricsFailed(hooks.server, f"{hooks.url}{ROUTE}/{route}", f"the connection failed: {exc}")
+
+
 def _mapping(value: Any, hooks: ServerHooks, hook: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise AggregateMetricsFailed(
-            hooks.server, f"{hooks.url}{ROUTE}", f"{hook} gave {type(value).__name__}, not a dict"
-        )
+        reason = f"{hook} gave {type(value).__name__}, not a dict"
+        raise AggregateMetricsFailed(hooks.server, f"{hooks.url}{ROUTE}", reason)
     return value
 
 

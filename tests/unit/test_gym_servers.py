@@ -388,6 +388,23 @@ def test_a_judge_names_its_model_server_block() -> None:
     assert (model.instance, model.type, model.kind) == ("policy_model", "openai_model", "responses_api_models")
     assert model.named() == "`policy_model.responses_api_models.openai_model`"
     assert block.referenced_models({"judge": JUDGE_CONFIG["judge"]}) == []  # not declared: nothing to start
+    assert block.undeclared_models(JUDGE_CONFIG) == []
+    assert block.undeclared_models({"judge": JUDGE_CONFIG["judge"]}) == [("judge_model_server", "policy_model")]
+
+
+def test_a_judge_whose_model_server_is_not_declared_is_warned_about_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NeMo Gym refuses such a config; ours runs it (polymath's judge is off), and says up front what rows that
+    ask the judge will do."""
+    monkeypatch.setattr(preparation, "server_folder", lambda block, installation: tmp_path)
+    monkeypatch.setattr(preparation, "find_installation", lambda config, **_: None)
+    monkeypatch.setattr(preparation, "_SAID", set())
+    for _ in range(2):
+        config_hash_of({"judge": JUDGE_CONFIG["judge"]}, tmp_path)
+    [warning] = [record.getMessage() for record in caplog.records if "names the model server" in record.getMessage()]
+    assert "`judge.resources_servers.equivalence_llm_judge.judge_model_server`" in warning
+    assert "'policy_model', which the config does not declare" in warning and "judge_failed" in warning
 
 
 def config_hash_of(config: dict[str, Any], tmp_path: Path) -> str:
