@@ -3,7 +3,8 @@
 A server that says it is stateless (``/reverify_mode``) grades each request from the request and its config
 alone, so copies of it give the same answers: one server process is otherwise the pace of a run (NeMo Gym's
 servers spend milliseconds of CPU a row). Under ``--force`` the user vouches for any server. ``replicas: N`` in
-a block sets the number; one of NeMo Gym's stateless servers gets one per core unless told otherwise. A built-in
+a block sets the number; one of NeMo Gym's stateless servers gets one per core for a run of 50,000 rows or more
+(``ROWS_WORTH_A_COPY``) unless told otherwise. A built-in
 server gets one: it grades a row in tens of microseconds, the run's own process does as much work again, and a
 second copy on 2 cores made 100,000 rows slower (13.4 s with one, 14.9-17.2 s with two). Copies a block asks for
 start with the command (``launcher.prestarted_servers``); those nobody asked for start once the first has
@@ -37,9 +38,12 @@ def check_placement_fields(block: ServerBlock) -> None:
         raise ReverifyError(f"config: {block.named(STARTUP_TIMEOUT_FIELD)} is {limit!r}; it is a number of seconds > 0")
 
 
-# Copies a block does not ask for are not worth starting for fewer rows: a NeMo Gym server takes about 3 s of CPU
-# to start, in which one copy grades some 1,300 mcqa rows.
-ROWS_WORTH_A_COPY = 2_000
+# Copies a block does not ask for are not worth starting for fewer rows. Measured on 2 cores with NeMo Gym's mcqa
+# taking rows by /verify_batch (benchmarks/run_benchmark.py --server nemo_gym --replicas 1 2): the server spends
+# about 0.3 ms of CPU a row and the CLI about 0.25, so a second copy adds only the CPU the two leave idle, 3,654 ->
+# 4,466 rows/s (1.22x), and costs about 2.5 s of CPU to start. 10,000 rows: 7.5 s with one copy, 8.9 s with two;
+# 100,000 rows: 38.3 s and 34.4 s. The copy pays for its start-up from about 50,000 rows.
+ROWS_WORTH_A_COPY = 50_000
 
 
 def wanted_replicas(

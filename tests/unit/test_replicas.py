@@ -42,7 +42,7 @@ def test_how_many_copies_run(fields: dict[str, Any], mode: str, force: bool, cop
     assert wanted_replicas(block(**fields), mode, force=force, cores=4) == copies
 
 
-@pytest.mark.parametrize(("rows", "copies"), [(100, 1), (1_999, 1), (2_000, 4), (None, 4)])
+@pytest.mark.parametrize(("rows", "copies"), [(100, 1), (49_999, 1), (50_000, 4), (None, 4)])
 def test_copies_nobody_asked_for_start_only_for_runs_worth_it(rows: int | None, copies: int) -> None:
     assert wanted_replicas(block(**NEMO_GYMS), "stateless", force=False, rows=rows, cores=4) == copies
     assert wanted_replicas(block(**NEMO_GYMS, replicas=2), "stateless", force=False, rows=rows, cores=4) == 2
