@@ -1,8 +1,9 @@
 """The verify loop: every planned row to its server, each result appended as soon as it settles.
 
-Requests leave in plan (key) order, at most ``concurrency`` in flight; results are written in the
-order they settle, whole lines only, so a crash loses nothing but rows still in flight. The caller
-sorts the finished file (see ``sorted_output``).
+Requests leave in plan (key) order, at most ``concurrency`` in flight; results are written whole lines only, the
+output's in the order the rows were sent (``settle_order``: a row that settles early waits a little for those
+before it), the failures' as they settle. A crash loses rows still in flight and the few an early row waits with.
+The caller sorts the finished file when its rows could not all wait (see ``sorted_output``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from reverify_assets.lib.routed_row import RoutedRow, route_result, route_verify
 from reverify_assets.lib.unreachable_watch import UnreachableWatch
 from reverify_assets.pipeline.judge_budget import JudgeBudget, JudgeSpent
 from reverify_assets.pipeline.row_source import PairReader
+from reverify_assets.pipeline.settle_order import SettleOrder
 from reverify_assets.verifier.client import Route, StoredRowOutcome, VerifierClient, VerifyOutcome
 
 WRITE_BATCH_LINES = 256
@@ -55,9 +57,9 @@ class VerifyStats:
     # Each row written to the output against the reward its rollout stored: counted here, where both are at hand.
     stored_flips: StoredRewardFlips = field(default_factory=StoredRewardFlips)
     started_at: float = field(default_factory=time.monotonic)
-    # Rows usually settle in the order they left; when they all did, the output needs no sorting pass.
+    # Rows are written in the order they left (key order) unless one kept the others waiting too long; when they
+    # were, the output needs no sorting pass.
     output_in_key_order: bool = True
-    last_output_key: RolloutKey | None = None
 
     @property
     def mean_reward(self) -> float | None:
@@ -195,6 +197,8 @@ async def verify_plan(
     running: set[asyncio.Task[list[_Settled]]] = set()
     dispatched = 0  # rows taken from the plan to be sent
     settled_more = asyncio.Event()  # set as rows settle: a dispatch held back by the budget looks again
+    order = SettleOrder()
+    plan_in_key_order = plan.height < 2 or plan.select(pl.struct("task", "rollout").is_sorted()).item()
 
     def hand_over(task: asyncio.Task[list[_Settled]]) -> None:
         running.discard(task)
@@ -253,6 +257,7 @@ async def verify_plan(
                     stats.stopped_by = why
                     break
                 filling[server].append(planned)
+                order.sent(key)
                 dispatched += 1
                 if len(filling[server]) >= sizes[server]:
                     send(server, filling[server])
@@ -296,8 +301,11 @@ async def verify_plan(
                     raise item
                 room.release()
                 stats.verified += 1
-                if item.routed.destination is not Destination.NOWHERE:
-                    pending[item.routed.destination].append(item.routed.line)
+                destination = item.routed.destination
+                if destination is Destination.SIDECAR:
+                    pending[Destination.SIDECAR].append(item.routed.line)
+                line = item.routed.line if destination is Destination.OUTPUT else None
+                pending[Destination.OUTPUT].extend(order.settled(item.key, line))
                 _count(stats, item, unreachable)  # may stop the run: the row is pending, and kept
                 settled_more.set()
                 # Rows are written in the order they settle, so one slow row never holds the others back;
@@ -307,11 +315,13 @@ async def verify_plan(
                 if on_progress and time.monotonic() - last_report >= progress_every_s:
                     last_report = time.monotonic()
                     on_progress(stats)
+            pending[Destination.OUTPUT].extend(order.drain())  # none waits once every row settled
             flush()
             await producer
         finally:
             # Rows that settled before an error (or Ctrl-C) are paid for: keep them, queued ones included.
             def keep_queued() -> None:
+                pending[Destination.OUTPUT].extend(order.drain())
                 while not settled_rows.empty():
                     item = settled_rows.get_nowait()
                     if isinstance(item, _Settled) and item.routed.destination is not Destination.NOWHERE:
@@ -325,6 +335,7 @@ async def verify_plan(
             await asyncio.gather(producer, *running, return_exceptions=True)
             keep_queued()  # a request that had finished, its rows handed over only now
     stats.rows_left = plan.height - dispatched
+    stats.output_in_key_order = order.in_order and plan_in_key_order
     return stats
 
 
@@ -336,9 +347,6 @@ def _spent(stats: VerifyStats, dispatched: int) -> JudgeSpent:
 def _count(stats: VerifyStats, settled: _Settled, unreachable: UnreachableWatch) -> None:
     routed = settled.routed
     if routed.destination is Destination.OUTPUT:
-        if stats.last_output_key is not None and settled.key < stats.last_output_key:
-            stats.output_in_key_order = False
-        stats.last_output_key = settled.key
         stats.to_output += 1
         stats.reward_sum += routed.reward or 0.0
         stats.judge_calls += routed.judge_calls

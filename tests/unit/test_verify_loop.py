@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.file_names import RunFiles
 from reverify_assets.lib.result_routing import Destination
 from reverify_assets.lib.routed_row import RoutedRow
-from reverify_assets.pipeline import row_source
+from reverify_assets.pipeline import row_source, verify_loop
 from reverify_assets.pipeline.row_source import PairReader, ReadPair
+from reverify_assets.pipeline.settle_order import SettleOrder
 from reverify_assets.pipeline.verify_loop import verify_plan
 from reverify_assets.verifier.client import Route, StoredRowOutcome, VerifyOutcome
 
@@ -61,7 +63,17 @@ def written_tasks(files: RunFiles) -> list[int]:
     return [orjson.loads(line)["_ng_task_index"] for line in files.output.read_bytes().splitlines()]
 
 
-def test_a_slow_row_does_not_hold_the_others_back_and_order_is_reported(tmp_path: Path) -> None:
+def test_rows_that_settle_early_are_written_after_those_sent_before_them(tmp_path: Path) -> None:
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    stats = asyncio.run(verify_plan(plan(30), Pairs(), {"s": Client(slow_task=3)}, files, {"s": {}}, concurrency=4))
+    assert written_tasks(files) == list(range(30)), "the file needs no sorting"
+    assert stats.verified == stats.to_output == 30 and stats.output_in_key_order is True
+
+
+def test_a_slow_row_holds_the_others_back_only_so_long_and_order_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(verify_loop, "SettleOrder", partial(SettleOrder, max_held=4))
     files = RunFiles.for_output(tmp_path / "out.jsonl")
     stats = asyncio.run(verify_plan(plan(30), Pairs(), {"s": Client(slow_task=3)}, files, {"s": {}}, concurrency=4))
     tasks = written_tasks(files)
