@@ -57,14 +57,26 @@ def nemo_gym_root(gym: Path) -> Path:
     return Path(found.stdout.strip())
 
 
-def run_nemo_gym(gym: Path, data: Dataset, work: Path, concurrency: int, grading_mode: str) -> NemoGymRun:
+def run_nemo_gym(
+    gym: Path,
+    data: Dataset,
+    work: Path,
+    concurrency: int,
+    grading_mode: str | None,
+    config: Path = MCQA_CONFIG,
+    force: bool = False,
+) -> NemoGymRun:
+    """``grading_mode``: mcqa's (None: another server's config); ``force``: its files are named ``unsafe_*``."""
     out_dir = work / "nemo_gym"
     out_dir.mkdir(parents=True)
-    output = out_dir / "reverified.jsonl"
+    asked = out_dir / "reverified.jsonl"
+    output = asked.with_name(f"unsafe_{asked.name}") if force else asked
+    options = [] if grading_mode is None else [f"++{GRADING_MODE_KEY}={grading_mode}"]
+    options += ["--force"] if force else []
     command = [
-        str(gym), "eval", "reverify", "--config", str(MCQA_CONFIG), "--inputs", str(data.inputs),
-        "--rollouts", str(data.rollouts), "--output", str(output), "--concurrency", str(concurrency),
-        f"++{GRADING_MODE_KEY}={grading_mode}", "++skip_venv_if_present=true",
+        str(gym), "eval", "reverify", "--config", str(config), "--inputs", str(data.inputs),
+        "--rollouts", str(data.rollouts), "--output", str(asked), "--concurrency", str(concurrency),
+        *options, "++skip_venv_if_present=true",
         # Hydra's run folder, which defaults to `outputs/` in the working directory: NeMo Gym's own install here.
         f"hydra.run.dir={out_dir / 'hydra'}",
     ]  # fmt: skip

@@ -119,12 +119,20 @@ def helper_role(command: str) -> str:
 
 
 def run_command_line(
-    reverify: str, data: Dataset, output: Path, concurrency: int, grading_mode: str, extra: Sequence[str] = ()
+    reverify: str,
+    data: Dataset,
+    output: Path,
+    concurrency: int,
+    grading_mode: str | None,
+    extra: Sequence[str] = (),
+    config: Path = MCQA_CONFIG,
 ) -> list[str]:
+    """``grading_mode``: mcqa's (None: another server's config, without one)."""
+    mode = [] if grading_mode is None else [f"++{GRADING_MODE_KEY}={grading_mode}"]
     return [
-        reverify, "run", "--config", str(MCQA_CONFIG),
+        reverify, "run", "--config", str(config),
         "--inputs", str(data.inputs), "--rollouts", str(data.rollouts), "--output", str(output),
-        "--concurrency", str(concurrency), f"++{GRADING_MODE_KEY}={grading_mode}", *extra,
+        "--concurrency", str(concurrency), *mode, *extra,
     ]  # fmt: skip
 
 
@@ -133,17 +141,20 @@ def run_pipeline(
     data: Dataset,
     work: Path,
     concurrency: int,
-    grading_mode: str,
+    grading_mode: str | None,
     extra: Sequence[str] = (),
     env_extra: Mapping[str, str] | None = None,
+    config: Path = MCQA_CONFIG,
 ) -> PipelineRun:
-    """``extra``: more arguments of ``reverify run``; ``env_extra``: more environment variables for it."""
+    """``extra``: more arguments of ``reverify run`` (with ``--force`` its files are named ``unsafe_*``);
+    ``env_extra``: more environment variables for it."""
     run_dir = work / "run"
     dagster_home = run_dir / "dagster_home"
     dagster_home.mkdir(parents=True)  # fresh: no earlier runs' records to load or append to
-    output = run_dir / "out" / "reverified.jsonl"
+    asked = run_dir / "out" / "reverified.jsonl"
+    output = asked.with_name(f"unsafe_{asked.name}") if "--force" in extra else asked
     sidecar = output.with_name(f"{output.stem}_failures.jsonl")
-    command = run_command_line(reverify, data, output, concurrency, grading_mode, extra)
+    command = run_command_line(reverify, data, asked, concurrency, grading_mode, extra, config)
     env = {**os.environ, **(env_extra or {}), "DAGSTER_HOME": str(dagster_home)}
     stdout_path, stderr_path = run_dir / "stdout.txt", run_dir / "stderr.txt"
     print(f"$ DAGSTER_HOME={dagster_home} {' '.join(command)}", flush=True)

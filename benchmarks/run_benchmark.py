@@ -62,6 +62,8 @@ from typing import Any
 import orjson
 from bench_data import Dataset, prepare_data, read_through
 from bench_lock import exclusive
+from circle_count_rows import CONFIG as CIRCLE_COUNT_CONFIG
+from circle_count_rows import write_circle_count_dataset
 from dagster_floor import measure_floor, median_floor, print_floor
 from nemo_gym_probe import nemo_gym_status
 from nemo_gym_run import NemoGymRun, mean_reward, metrics_sections_compared, run_nemo_gym
@@ -91,8 +93,39 @@ TARGET_AGGREGATE_S = 5.0
 TARGET_MEMORY_MB = 600
 TARGET_EFFICIENCY = 0.80
 TARGET_STARTUP_S = 2.0
-IMPLEMENTATION_KEY = "mcqa.resources_servers.mcqa.implementation"
-REPLICAS_KEY = "mcqa.resources_servers.mcqa.replicas"
+DEFAULT_COPIES = "default"
+
+
+@dataclass(frozen=True)
+class GymServer:
+    """One of NeMo Gym's servers as both CLIs run it: its config, its block, what `reverify run` is told besides
+    (mcqa: to start NeMo Gym's server, not ours; a server not declared stateless: --force, for both CLIs)."""
+
+    name: str
+    config: Path
+    flags: tuple[str, ...]
+
+    @property
+    def block(self) -> str:
+        return f"{self.name}.resources_servers.{self.name}"
+
+    @property
+    def forced(self) -> bool:
+        return "--force" in self.flags
+
+    def prepare(self, directory: Path, spec: SyntheticSpec) -> Dataset:
+        if self.name == "mcqa":
+            return prepare_data(directory, spec)
+        if not (directory / "rollouts.jsonl").is_file():
+            with exclusive(f"generating {spec.rows:,} {self.name} rows"):
+                write_circle_count_dataset(directory, spec.tasks, spec.rollouts_per_task, spec.seed)
+        return prepare_data(directory, spec)
+
+
+GYM_SERVERS = {
+    "mcqa": GymServer("mcqa", MCQA_CONFIG, ("++mcqa.resources_servers.mcqa.implementation=nemo_gym",)),
+    "circle_count": GymServer("circle_count", CIRCLE_COUNT_CONFIG, ("--force",)),
+}
 
 
 def reverify_executable() -> str:
@@ -371,8 +404,8 @@ def print_targets(result: Result, floor_s: float) -> None:
 
 @dataclass
 class GymServerResult:
-    runs: dict[int, PipelineRun]  # by replicas
-    mean_rewards: dict[int, float | None]
+    runs: dict[str, PipelineRun]  # by copies: a number, or "default" (the block does not say)
+    mean_rewards: dict[str, float | None]
     nemo_gym: NemoGymRun
 
 
@@ -385,21 +418,27 @@ def nemo_gym_server_benchmark(
         for spec in specs:
             size_dir = work / (f"rows-{spec.rows}" if args.data is None else "given-data")
             size_dir.mkdir()
-            data = prepare_data(args.data or size_dir / "data", spec)
-            print(f"\n=== {data.rows:,} rows, NeMo Gym's own mcqa server ===")
+            server = GYM_SERVERS[args.gym_server]
+            data = server.prepare(args.data or size_dir / "data", spec)
+            print(f"\n=== {data.rows:,} rows, NeMo Gym's own {server.name} server ===")
+            grading_mode = args.grading_mode if server.name == "mcqa" else None
             runs, means = {}, {}
             for replicas in args.replicas:
                 run_dir = size_dir / f"replicas-{replicas}"
-                extra = [f"++{IMPLEMENTATION_KEY}=nemo_gym", f"++{REPLICAS_KEY}={replicas}"]
+                extra = list(server.flags)
+                if replicas != DEFAULT_COPIES:
+                    extra.append(f"++{server.block}.replicas={replicas}")
                 with measuring(f"reverify run on NeMo Gym's server, {replicas} replicas"):
                     read_through(data.inputs, data.rollouts)
                     runs[replicas] = run_pipeline(
-                        reverify, data, run_dir, args.concurrency, args.grading_mode, extra, env
+                        reverify, data, run_dir, args.concurrency, grading_mode, extra, env, server.config
                     )
                 print_pipeline(runs[replicas])
                 means[replicas] = mean_reward(runs[replicas].output)[1]
             with measuring("gym eval reverify"):
-                theirs = run_nemo_gym(args.vs_nemo_gym, data, size_dir, args.concurrency, args.grading_mode)
+                theirs = run_nemo_gym(
+                    args.vs_nemo_gym, data, size_dir, args.concurrency, grading_mode, server.config, server.forced
+                )
             print(f"\nNeMo Gym: {theirs.rows:,} rows in {theirs.wall_s:.2f} s, mean reward {theirs.mean_reward!r}")
             for replicas, run in runs.items():
                 sections = metrics_sections_compared(run.metrics, theirs.metrics)
@@ -426,7 +465,7 @@ def print_gym_server_table(results: Sequence[GymServerResult]) -> None:
     print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
     for result in results:
         theirs = result.nemo_gym
-        one = result.runs.get(1)
+        one = result.runs.get("1")
         for replicas, run in result.runs.items():
             same = "the same" if result.mean_rewards[replicas] == theirs.mean_reward else "DIFFER"
             scaling = "n/a"
@@ -476,9 +515,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="the mcqa server of both CLIs: ours, or NeMo Gym's own, each CLI starting it (with --vs-nemo-gym)",
     )
     parser.add_argument(
-        "--replicas", type=positive_int, nargs="+", default=[1, 2], help="with --server nemo_gym: copies to run (1 2)"
+        "--gym-server",
+        choices=sorted(GYM_SERVERS),
+        default="mcqa",
+        help="with --server nemo_gym: mcqa, or circle_count (metrics hooks NeMo Gym's defaults; rows made from its "
+        "five examples, --rollouts-per-task each)",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=copies,
+        nargs="+",
+        default=["1", "2"],
+        help=f"with --server nemo_gym: copies to run, each a number or {DEFAULT_COPIES!r} (the config says none)",
     )
     return parser
+
+
+def copies(value: str) -> str:
+    return value if value == DEFAULT_COPIES else str(positive_int(value))
 
 
 def specs_of(args: argparse.Namespace) -> list[SyntheticSpec]:
