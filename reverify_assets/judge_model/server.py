@@ -57,6 +57,8 @@ class JudgeModelStats:
     unauthorized: int = 0
     bad_requests: int = 0
     bearer_requests: int = 0  # requests that carried a Bearer token (its value is never kept)
+    in_flight: int = 0
+    most_in_flight: int = 0  # requests being answered at once, at most: how concurrently a client asks
     by_status: Counter[int] = field(default_factory=Counter)
     verdicts: Counter[str] = field(default_factory=Counter)
 
@@ -70,6 +72,7 @@ class JudgeModelStats:
             "unauthorized": self.unauthorized,
             "bad_requests": self.bad_requests,
             "bearer_requests": self.bearer_requests,
+            "most_in_flight": self.most_in_flight,
             "by_status": {str(status): count for status, count in sorted(self.by_status.items())},
             "verdicts": dict(sorted(self.verdicts.items())),
         }
@@ -169,6 +172,14 @@ class JudgeModel:
         return response
 
     async def _answer(self, request: web.Request, api: ModelApi) -> web.Response:
+        self.stats.in_flight += 1
+        self.stats.most_in_flight = max(self.stats.most_in_flight, self.stats.in_flight)
+        try:
+            return await self._answer_one(request, api)
+        finally:
+            self.stats.in_flight -= 1
+
+    async def _answer_one(self, request: web.Request, api: ModelApi) -> web.Response:
         self.stats.requests += 1
         if not self._authorized(request):
             self.stats.unauthorized += 1

@@ -99,11 +99,15 @@ def assert_no_server_left(root: Path) -> None:
 def test_nemo_gyms_judge_server_grades_through_its_model_server(
     tmp_path: Path, root: Path, judge: LocalJudge, dataset: tuple[Path, Path]
 ) -> None:
-    judge.control()
+    judge.control(latency_ms=300)  # long enough for the rows of a batch to be seen at the judge together
     done = run(tmp_path, root, judge, *dataset, tmp_path / "out" / "o.jsonl", "--force")
     assert done.returncode == 0, done.stderr
     assert "starting NeMo Gym's openai_model server for 'policy_model'" in done.stderr
     assert f"starting NeMo Gym's {JUDGE} server" in done.stderr
+    # All five rows in one /verify_batch request, each waiting on its judge call at the same time.
+    assert f"Requests: {JUDGE} by /verify_batch, 16 rows a request" in done.stdout, done.stdout
+    assert judge.stats()["most_in_flight"] == len(REWARDS)
+    assert f"Metrics computed: {JUDGE} here, compute_metrics and get_key_metrics by the server" in done.stdout
     rows = read_jsonl(tmp_path / "out" / "unsafe_o.jsonl")
     assert [row["reward"] for row in rows] == REWARDS
     assert all(len(row["judge_evaluations"]) == 1 for row in rows)

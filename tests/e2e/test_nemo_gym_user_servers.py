@@ -1,10 +1,13 @@
-"""The metrics of one of NeMo Gym's servers: NeMo Gym's maths done by the CLI, the server's own hooks run by it.
+"""NeMo Gym servers written as a NeMo Gym user writes one, in a NeMo Gym checkout of their own, under ``reverify run``.
 
-The servers here are written as a NeMo Gym user writes one, in a NeMo Gym checkout of their own: NeMo Gym's mcqa
-with hooks that use every freedom NeMo Gym gives them (``per_task_metrics``, a NaN, a ``compute_repeat_metrics``,
-a ``get_key_metrics`` that changes the agent metrics it is given) and masked rows. The oracle is the same server
-with ``aggregate_metrics`` overridden (to call NeMo Gym's own), which the CLI can only ask ``/aggregate_metrics``:
-both metrics files must agree section by section.
+Metrics: NeMo Gym's maths done by the CLI, the server's own hooks run by it. A server is NeMo Gym's mcqa with hooks
+that use every freedom NeMo Gym gives them (``per_task_metrics``, a NaN, a ``compute_repeat_metrics``, a
+``get_key_metrics`` that changes the agent metrics it is given) and masked rows. The oracle is the same server with
+``aggregate_metrics`` overridden (to call NeMo Gym's own), which the CLI can only ask ``/aggregate_metrics``: both
+metrics files must agree section by section.
+
+A server that dies in the middle of a ``/verify_batch`` request: its rows are retried, then failed, and none is
+lost.
 """
 
 from __future__ import annotations
@@ -16,7 +19,16 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.gym.installation import ROOT_ENV
-from tests.support.cli import CLI_LIMIT_S, CONFORMANCE_INPUTS, CONFORMANCE_ROLLOUTS, REVERIFY, run_args
+from tests.support.cli import (
+    CLI_LIMIT_S,
+    CONFORMANCE,
+    CONFORMANCE_INPUTS,
+    CONFORMANCE_ROLLOUTS,
+    REVERIFY,
+    read_jsonl,
+    row_key,
+    run_args,
+)
 from tests.support.nemo_gym import gym_env, nemo_gym_python, processes_in
 from tests.support.process_tree import run_reaped
 
@@ -73,6 +85,29 @@ SERVERS = {
         if __name__ == "__main__":
             AnsweredByItsRoute.run_webserver()
         """,
+    "dies_mid_batch": """
+        import os
+        from pathlib import Path
+
+        from resources_servers.mcqa.app import MCQAResourcesServer, MCQAVerifyRequest, MCQAVerifyResponse
+
+        DIED = Path(os.environ["DIES_MID_BATCH_MARKER"])  # once only: the run that resumes finds it alive
+        calls = 0
+
+
+        class DiesMidBatch(MCQAResourcesServer):
+            async def verify(self, body: MCQAVerifyRequest) -> MCQAVerifyResponse:
+                global calls
+                calls += 1
+                if calls == 40 and not DIED.exists():  # in the third batch of 16, the first two still unanswered
+                    DIED.touch()
+                    os._exit(1)
+                return await super().verify(body)
+
+
+        if __name__ == "__main__":
+            DiesMidBatch.run_webserver()
+        """,
     "hooks_probe_broken": """
         from resources_servers.mcqa.app import MCQAResourcesServer
 
@@ -107,12 +142,13 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def run(tmp_path: Path, python: Path, checkout: Path, name: str) -> tuple[int, str, str, Path]:
+def run(tmp_path: Path, python: Path, checkout: Path, name: str, *flags: str) -> tuple[int, str, str, Path]:
     output = tmp_path / name / "out.jsonl"
     config = checkout / "resources_servers" / name / "configs" / f"{name}.yaml"
+    env = {**gym_env(tmp_path / "home", python), ROOT_ENV: str(checkout)}
     done = run_reaped(
-        [REVERIFY, *map(str, run_args(config, CONFORMANCE_INPUTS, CONFORMANCE_ROLLOUTS, output))],
-        env={**gym_env(tmp_path / "home", python), ROOT_ENV: str(checkout)},
+        [REVERIFY, *map(str, run_args(config, CONFORMANCE_INPUTS, CONFORMANCE_ROLLOUTS, output, *flags))],
+        env={**env, "DIES_MID_BATCH_MARKER": str(tmp_path / "died")},
         timeout=CLI_LIMIT_S,
     )
     assert processes_in(config.parents[1]) == []
@@ -154,3 +190,28 @@ def test_a_hook_that_raises_fails_the_metrics_and_keeps_the_rows(tmp_path: Path,
     assert not metrics.exists()
     rows = metrics.with_name("out.jsonl").read_text().splitlines()
     assert len(rows) == 180
+
+
+def test_a_server_that_dies_mid_batch_loses_no_row_and_the_run_resumes(
+    tmp_path: Path, python: Path, checkout: Path
+) -> None:
+    code, _, stderr, metrics = run(tmp_path, python, checkout, "dies_mid_batch")
+    assert code != 0
+    # Every row in flight (four batches of 16) was retried against a server that is gone, then failed.
+    assert "all failed to connect (verify_failed)" in stderr and "(after 4 attempts)" in stderr, stderr
+    assert "run the same command with --resume" in stderr
+    output = metrics.with_name("out.jsonl")
+    written, failed = read_jsonl(output), read_jsonl(output.with_name("out_failures.jsonl"))
+    assert failed and {row["_ng_failure_class"] for row in failed} == {"verify_failed"}
+    keys = [row_key(row) for row in [*written, *failed]]
+    assert len(keys) == len(set(keys))
+    assert not metrics.exists()
+
+    code, _, stderr, metrics = run(tmp_path, python, checkout, "dies_mid_batch", "--resume")
+    assert code == 0, stderr
+    rewards = {row_key(row): row["reward"] for row in read_jsonl(output)}
+    expected = {
+        row_key(row): row["lenient_boxed"]["reward"] for row in read_jsonl(CONFORMANCE / "expected_by_mode.jsonl")
+    }
+    assert rewards == expected, "each row once, as NeMo Gym's mcqa grades it"
+    assert json.loads(metrics.read_text())[0]["coverage"]["complete"] is True
