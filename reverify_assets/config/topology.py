@@ -58,26 +58,22 @@ class ServerBlock:
     def referenced_models(self, config: Mapping[str, Any]) -> list[ServerBlock]:
         """The model server blocks of ``config`` this block names, as NeMo Gym's judge servers do
         (``judge_model_server: {type: responses_api_models, name: policy_model}``), in field order."""
-        found = []
-        for value in self.fields.values():
-            if isinstance(value, Mapping) and value.get("type") == MODELS:
-                name = str(value.get("name"))
-                model = declared_block(name, config.get(name), self.sources)
-                if model is not None and model.kind == MODELS:
-                    found.append(model)
-        return found
+        return [model for _, _, model in self._model_references(config) if model is not None]
 
     def undeclared_models(self, config: Mapping[str, Any]) -> list[tuple[str, str]]:
         """``(field, model)`` for each model server this block names that ``config`` does not declare. NeMo Gym refuses
         such a config; a server whose judge is off (polymath's ``should_use_judge: false``) never calls it."""
-        missing = []
+        return [(key, name) for key, name, model in self._model_references(config) if model is None]
+
+    def _model_references(self, config: Mapping[str, Any]) -> list[tuple[str, str, ServerBlock | None]]:
+        """``(field, model name, its block or None)`` for each field naming a model server."""
+        found = []
         for key, value in self.fields.items():
             if isinstance(value, Mapping) and value.get("type") == MODELS:
                 name = str(value.get("name"))
                 model = declared_block(name, config.get(name), self.sources)
-                if model is None or model.kind != MODELS:
-                    missing.append((str(key), name))
-        return missing
+                found.append((str(key), name, model if model is not None and model.kind == MODELS else None))
+        return found
 
 
 def declared_block(instance: str, value: Any, sources: ConfigSources = UNTRACKED) -> ServerBlock | None:

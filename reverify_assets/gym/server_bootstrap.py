@@ -31,7 +31,8 @@ mcqa. So the CLI asks for just that, each hook called as ``compute_aggregate_met
 
 * ``GET /reverify_metrics`` answers ``{"nemo_gym": version, "overridden": [hook, ...]}``, the hooks this server's
   class overrides; 404 when the server answers ``/aggregate_metrics`` with code of its own (it overrides
-  ``aggregate_metrics``, or replaced the route): the CLI then posts every row there, as NeMo Gym does.
+  ``aggregate_metrics``, or replaced the route) or its NeMo Gym is not 0.7.0, whose maths the CLI reproduces: the
+  CLI then posts every row there, as NeMo Gym does.
 * ``POST /reverify_metrics/compute`` takes the rows ``/aggregate_metrics`` would have been posted, NDJSON, streamed
   as the CLI reads them, and answers ``{"compute_metrics": A, "compute_repeat_metrics": [[R, A], ...]}`` for the
   hooks the server overrides, each run on the scored rows grouped by task (one repeat's, R, for the second).
@@ -57,6 +58,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 MAX_ROWS = 256
 NDJSON = "application/x-ndjson"
@@ -207,6 +209,7 @@ def add_verify_batch(app: FastAPI, server: Any) -> None:
 
 
 METRICS_HOOKS = ("compute_metrics", "compute_repeat_metrics", "get_key_metrics")
+REPRODUCED_NEMO_GYM = "0.7.0"  # the NeMo Gym whose metrics maths the CLI reproduces
 # NeMo Gym's field names, as ``nemo_gym.reward_profile`` reads them.
 TASK_INDEX, ROLLOUT_INDEX, MASK_SAMPLE = "_ng_task_index", "_ng_rollout_index", "mask_sample"
 
@@ -215,7 +218,9 @@ def _answers_aggregate_metrics_itself(app: FastAPI, server: Any) -> bool:
     """Whether ``/aggregate_metrics`` is NeMo Gym's: the base class's method, and still what the app routes there."""
     from nemo_gym.base_resources_server import SimpleResourcesServer
 
-    nemo_gyms = SimpleResourcesServer.aggregate_metrics
+    nemo_gyms = getattr(SimpleResourcesServer, "aggregate_metrics", None)
+    if nemo_gyms is None:
+        return False
     if getattr(getattr(server, "aggregate_metrics", None), "__func__", None) is not nemo_gyms:
         return False
     for route in app.routes:  # the first route of the path is the one Starlette takes
@@ -232,7 +237,7 @@ def _overridden_hooks(server: Any) -> list[str]:
     return [
         name
         for name in METRICS_HOOKS
-        if getattr(getattr(server, name, None), "__func__", None) is not getattr(AggregateMetricsMixin, name)
+        if getattr(getattr(server, name, None), "__func__", None) is not getattr(AggregateMetricsMixin, name, None)
     ]
 
 
@@ -259,21 +264,28 @@ def _json(answer: dict[str, Any]) -> Response:
 
 
 def add_reverify_metrics(app: FastAPI, server: Any) -> None:
-    def not_ours() -> Response | None:
-        if _answers_aggregate_metrics_itself(app, server):
-            return None
+    from importlib.metadata import version
+
+    nemo_gym = version("nemo-gym")
+
+    def refusal() -> Response | None:
+        """404 unless NeMo Gym 0.7.0 answers /aggregate_metrics here (another version's maths are not ours, and
+        its classes may lack what the hooks are told apart by): the CLI then asks /aggregate_metrics."""
+        try:
+            if nemo_gym == REPRODUCED_NEMO_GYM and _answers_aggregate_metrics_itself(app, server):
+                return None
+        except ImportError:
+            pass
         return JSONResponse({"detail": "Not Found"}, status_code=404)
 
     async def hooks() -> Response:
-        if (refusal := not_ours()) is not None:
-            return refusal
-        from importlib.metadata import version
-
-        return JSONResponse({"nemo_gym": version("nemo-gym"), "overridden": _overridden_hooks(server)})
+        if (refused := refusal()) is not None:
+            return refused
+        return JSONResponse({"nemo_gym": nemo_gym, "overridden": _overridden_hooks(server)})
 
     async def compute(request: Request) -> Response:
-        if (refusal := not_ours()) is not None:
-            return refusal
+        if (refused := refusal()) is not None:
+            return refused
         scored: list[dict[str, Any]] = []
         rest = b""
         try:
@@ -286,6 +298,8 @@ def add_reverify_metrics(app: FastAPI, server: Any) -> None:
                 scored.append(row)
         except ValueError as exc:
             return JSONResponse({"detail": f"a row is not JSON: {exc}"}, status_code=400)
+        except ClientDisconnect:  # the CLI needed no answer after all (every row masked, say): nothing to run
+            return Response(status_code=499)
         overridden = _overridden_hooks(server)
         answer: dict[str, Any] = {}
         # In NeMo Gym's order, on the same row objects: a hook may leave its mark on them for the next.
@@ -303,8 +317,8 @@ def add_reverify_metrics(app: FastAPI, server: Any) -> None:
         return _json(answer)
 
     async def key_metrics(request: Request) -> Response:
-        if (refusal := not_ours()) is not None:
-            return refusal
+        if (refused := refusal()) is not None:
+            return refused
         try:
             agent_metrics = json.loads(await request.body())  # NaN and infinities included, as the hook may see them
         except ValueError as exc:

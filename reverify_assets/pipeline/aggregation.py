@@ -59,7 +59,8 @@ class AgentGroup:
 
 @dataclass
 class LocalGroup(AgentGroup):
-    """A built-in server's group: its metrics computed here as the rows stream past, in key order."""
+    """A group whose metrics are computed here as the rows stream past, in key order: a built-in server's, or that of
+    one of NeMo Gym's servers whose hooks are NeMo Gym's defaults (the base of one whose hooks are its own)."""
 
     accumulator: MetricsAccumulator = field(default_factory=MetricsAccumulator)
     computed: str = "here"  # where, for the run's summary

@@ -1,4 +1,4 @@
-"""The verify loop: every planned row to its server, each result appended as soon as it settles.
+"""The verify loop: every planned row to its server, each result appended as its turn comes.
 
 Requests leave in plan (key) order, at most ``concurrency`` in flight; results are written whole lines only, the
 output's in the order the rows were sent (``settle_order``: a row that settles early waits a little for those
@@ -33,6 +33,8 @@ from reverify_assets.pipeline.settle_order import SettleOrder
 from reverify_assets.verifier.client import Route, StoredRowOutcome, VerifierClient, VerifyOutcome
 
 WRITE_BATCH_LINES = 256
+TICK_S = 0.5
+TICK: Any = object()  # on the settled queue: time to look whether rows have waited too long to be written
 PLAN_COLUMNS = ("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", "server")
 
 
@@ -274,7 +276,14 @@ async def verify_plan(
             raise
         await settled_rows.put(None)
 
+    async def tick() -> None:
+        """Wakes the writer while rows wait for a slow one, so that their wait is bounded in time too."""
+        while True:
+            await asyncio.sleep(TICK_S)
+            settled_rows.put_nowait(TICK)
+
     producer = asyncio.create_task(dispatch())
+    ticker = asyncio.create_task(tick())
     last_report = time.monotonic()
     redact = process_secrets.line_redactor()
     unreachable = UnreachableWatch()
@@ -294,6 +303,12 @@ async def verify_plan(
             dispatched_all = False
             while not dispatched_all or stats.verified < dispatched:
                 item = await settled_rows.get()
+                if item is TICK:
+                    if order.overdue():
+                        pending[Destination.OUTPUT].extend(order.give_up())
+                    if settled_rows.empty():
+                        flush()
+                    continue
                 if item is None:
                     dispatched_all = True
                     continue
@@ -308,8 +323,7 @@ async def verify_plan(
                 pending[Destination.OUTPUT].extend(order.settled(item.key, line))
                 _count(stats, item, unreachable)  # may stop the run: the row is pending, and kept
                 settled_more.set()
-                # Rows are written in the order they settle, so one slow row never holds the others back;
-                # write whenever nothing else has settled yet, so finished rows reach disk promptly.
+                # Write whenever nothing else has settled yet, so finished rows reach disk promptly.
                 if settled_rows.empty() or sum(map(len, pending.values())) >= WRITE_BATCH_LINES:
                     flush()
                 if on_progress and time.monotonic() - last_report >= progress_every_s:
@@ -330,9 +344,10 @@ async def verify_plan(
 
             keep_queued()
             producer.cancel()
+            ticker.cancel()
             for task in list(running):
                 task.cancel()
-            await asyncio.gather(producer, *running, return_exceptions=True)
+            await asyncio.gather(producer, ticker, *running, return_exceptions=True)
             keep_queued()  # a request that had finished, its rows handed over only now
     stats.rows_left = plan.height - dispatched
     stats.output_in_key_order = order.in_order and plan_in_key_order

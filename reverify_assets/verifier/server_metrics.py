@@ -29,9 +29,11 @@ from reverify_assets.metrics.names import ROLLOUT_INDEX
 from reverify_assets.verifier.client import AggregateMetricsFailed
 
 ROUTE = "/reverify_metrics"
-# The NeMo Gym whose metrics maths the accumulator reproduces; another's server is asked /aggregate_metrics.
-REPRODUCED_NEMO_GYM = "0.7.0"
 HOOKS = ("compute_metrics", "get_key_metrics", "compute_repeat_metrics")  # the order NeMo Gym calls them in
+# The server runs a repeat's hook with the rows, in /compute, and get_key_metrics after: NeMo Gym calls them the other
+# way round, which a server that overrides both could tell (by state it keeps on itself). It is asked
+# /aggregate_metrics instead (finance_agent_v2 alone, of the bundled servers).
+OUT_OF_ORDER = frozenset({"get_key_metrics", "compute_repeat_metrics"})
 ROW_HOOKS = frozenset({"compute_metrics", "compute_repeat_metrics"})  # those that read the rows
 CONNECT_TIMEOUT_S = 30.0
 SEND_BYTES = 1 << 20
@@ -67,7 +69,7 @@ class ServerHooks:
         )
 
     def _key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
-        status, payload = _post(self.url, "key_metrics", json.dumps(agent_metrics).encode())
+        status, payload = _post(self, "key_metrics", json.dumps(agent_metrics).encode())
         reply = _reply(self, "key_metrics", status, payload)
         # As the hook left them: inside NeMo Gym's route it may change them.
         agent_metrics.clear()
@@ -81,16 +83,16 @@ class RowsToServer:
 
     def __init__(self, hooks: ServerHooks) -> None:
         self.hooks = hooks
-        parts = urlsplit(hooks.url)
-        self._connection = _connected(hooks.url)
+        self._connection = _connected(hooks, "compute")
         self._buffer = bytearray()
         self._answers: dict[str, Any] | None = None
+        self._failure: ReverifyError | None = None  # once failed, the same answer: the connection is gone
         try:
-            self._connection.putrequest("POST", f"{parts.path.rstrip('/')}{ROUTE}/compute")
+            self._connection.putrequest("POST", _path(hooks, "compute"))
             self._connection.putheader("Content-Type", "application/x-ndjson")
             self._connection.putheader("Transfer-Encoding", "chunked")
             self._connection.endheaders()
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             self.close()
             raise _unreachable(hooks, "compute", exc) from exc
 
@@ -102,6 +104,8 @@ class RowsToServer:
 
     def answers(self) -> dict[str, Any]:
         """The hooks' answers: the rows end with the first call."""
+        if self._failure is not None:
+            raise self._failure
         if self._answers is None:
             try:
                 if self._buffer:
@@ -109,11 +113,15 @@ class RowsToServer:
                 self._connection.send(b"0\r\n\r\n")
                 reply = self._connection.getresponse()
                 status, payload = reply.status, reply.read()
-            except OSError as exc:
-                raise self._failed(exc) from exc
+                self._answers = _reply(self.hooks, "compute", status, payload)
+            except (OSError, http.client.HTTPException) as exc:
+                self._failure = self._failed(exc)
+                raise self._failure from exc
+            except ReverifyError as exc:
+                self._failure = exc
+                raise
             finally:
                 self.close()
-            self._answers = _reply(self.hooks, "compute", status, payload)
         return self._answers
 
     def answer(self, hook: str) -> Any:
@@ -126,13 +134,16 @@ class RowsToServer:
         self._connection.close()
 
     def _send_chunk(self) -> None:
+        if self._failure is not None:
+            raise self._failure
         try:
             self._connection.send(b"%x\r\n%b\r\n" % (len(self._buffer), self._buffer))
-        except OSError as exc:
-            raise self._failed(exc) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            self._failure = self._failed(exc)
+            raise self._failure from exc
         self._buffer.clear()
 
-    def _failed(self, exc: OSError) -> ReverifyError:
+    def _failed(self, exc: Exception) -> ReverifyError:
         """What the server said when it stopped reading (a refusal, its own error), else what the socket said."""
         try:
             reply = self._connection.getresponse()
@@ -175,14 +186,16 @@ class _RepeatMetrics:
 
 def server_hooks(server: str, url: str) -> ServerHooks | None:
     """The hooks of the server at ``url``; None when it must be asked ``/aggregate_metrics`` instead: it answers that
-    with code of its own, is another NeMo Gym's, or lacks our route (a server of several workers)."""
-    connection = _connected(url)
+    with code of its own, is another NeMo Gym's, lacks our route (a server of several workers), or overrides hooks
+    we would call out of NeMo Gym's order (``OUT_OF_ORDER``)."""
+    unasked = ServerHooks(server, url, frozenset())
+    connection = _connected(unasked, "")
     try:
-        connection.request("GET", f"{urlsplit(url).path.rstrip('/')}{ROUTE}")
+        connection.request("GET", _path(unasked, ""))
         reply = connection.getresponse()
         status, payload = reply.status, reply.read()
-    except OSError as exc:
-        raise ReverifyError(f"resources server {server!r} at {url}: GET {ROUTE}: {exc}") from exc
+    except (OSError, http.client.HTTPException) as exc:
+        raise _unreachable(unasked, "", exc) from exc
     finally:
         connection.close()
     if status in (404, 405):
@@ -192,34 +205,35 @@ def server_hooks(server: str, url: str) -> ServerHooks | None:
     except ValueError:
         answer = None
     if not isinstance(answer, dict) or not isinstance(answer.get("overridden"), list):
-        raise AggregateMetricsFailed(server, f"{url}{ROUTE}", f"HTTP {status}: {_text(payload)}")
-    if answer.get("nemo_gym") != REPRODUCED_NEMO_GYM:
-        return None
-    return ServerHooks(server, url, frozenset(answer["overridden"]) & set(HOOKS))
+        raise AggregateMetricsFailed(server, f"GET {url}{ROUTE}", f"HTTP {status}: {_text(payload)}")
+    overridden = frozenset(answer["overridden"]) & set(HOOKS)
+    return None if OUT_OF_ORDER <= overridden else ServerHooks(server, url, overridden)
 
 
-def _connected(url: str) -> http.client.HTTPConnection:
-    parts = urlsplit(url)
+def _path(hooks: ServerHooks, route: str) -> str:
+    return f"{urlsplit(hooks.url).path.rstrip('/')}{ROUTE}{'/' if route else ''}{route}"
+
+
+def _connected(hooks: ServerHooks, route: str) -> http.client.HTTPConnection:
+    parts = urlsplit(hooks.url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=CONNECT_TIMEOUT_S)
     try:
         connection.connect()
     except OSError as exc:
-        raise ReverifyError(f"resources server at {url}: {ROUTE}: {exc}") from exc
+        raise _unreachable(hooks, route, exc) from exc
     assert connection.sock is not None
     connection.sock.settimeout(None)  # connected: a hook may take as long as it takes
     return connection
 
 
-def _post(url: str, route: str, body: bytes) -> tuple[int, bytes]:
-    connection = _connected(url)
+def _post(hooks: ServerHooks, route: str, body: bytes) -> tuple[int, bytes]:
+    connection = _connected(hooks, route)
     try:
-        connection.request(
-            "POST", f"{urlsplit(url).path.rstrip('/')}{ROUTE}/{route}", body, {"Content-Type": "application/json"}
-        )
+        connection.request("POST", _path(hooks, route), body, {"Content-Type": "application/json"})
         reply = connection.getresponse()
         return reply.status, reply.read()
-    except OSError as exc:
-        raise ReverifyError(f"resources server at {url}: POST {ROUTE}/{route}: {exc}") from exc
+    except (OSError, http.client.HTTPException) as exc:
+        raise _unreachable(hooks, route, exc) from exc
     finally:
         connection.close()
 
@@ -237,8 +251,9 @@ def _reply(hooks: ServerHooks, route: str, status: int, payload: bytes) -> dict[
     return reply
 
 
-def _unreachable(hooks: ServerHooks, route: str, exc: OSError) -> ReverifyError:
-    return AggregateMetricsFailed(hooks.server, f"{hooks.url}{ROUTE}/{route}", f"the connection failed: {exc}")
+def _unreachable(hooks: ServerHooks, route: str, exc: Exception) -> ReverifyError:
+    where = f"{hooks.url.rstrip('/')}{ROUTE}{'/' if route else ''}{route}"
+    return AggregateMetricsFailed(hooks.server, where, f"the connection failed: {exc!r}")
 
 
 def _mapping(value: Any, hooks: ServerHooks, hook: str) -> dict[str, Any]:

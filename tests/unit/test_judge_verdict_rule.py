@@ -318,6 +318,7 @@ def test_injected_failures_outage_and_stats() -> None:
         "unauthorized": 0,
         "bad_requests": 0,
         "bearer_requests": 0,
+        "most_in_flight": 1,
         "by_status": None,
         "verdicts": {"equal": 1},
     }

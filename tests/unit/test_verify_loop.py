@@ -81,6 +81,25 @@ def test_a_slow_row_holds_the_others_back_only_so_long_and_order_is_reported(
     assert stats.verified == stats.to_output == 30 and stats.output_in_key_order is False
 
 
+def test_rows_waiting_for_a_slow_one_are_written_once_they_waited_too_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No row settles after the others while the slow one is out: the writer's timer lets them go."""
+
+    class VerySlowFirst(Client):
+        async def verify(self, body: bytes) -> VerifyOutcome:
+            if orjson.loads(body)["_ng_task_index"] == 0:
+                await asyncio.sleep(1.0)
+                assert written_tasks(files) != [], "the rows after it were written while it was out"
+            return VerifyOutcome({"reward": 1.0})
+
+    monkeypatch.setattr(verify_loop, "SettleOrder", partial(SettleOrder, max_wait_s=0.1))
+    monkeypatch.setattr(verify_loop, "TICK_S", 0.02)
+    files = RunFiles.for_output(tmp_path / "out.jsonl")
+    stats = asyncio.run(verify_plan(plan(8), Pairs(), {"s": VerySlowFirst()}, files, {"s": {}}, concurrency=8))
+    assert written_tasks(files) == [*range(1, 8), 0] and stats.output_in_key_order is False
+
+
 @pytest.mark.parametrize("concurrency", [1, 8])
 def test_rows_settled_before_an_error_are_kept(tmp_path: Path, concurrency: int) -> None:
     files = RunFiles.for_output(tmp_path / "out.jsonl")
