@@ -71,7 +71,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 NOT_FOR_GYM = ("responses_api_agents", "environment_servers", "responses_api_models")  # they run the policy
 DROPPED_METRICS = {"coverage", "provenance", "perf_summary"}  # ours only, or gym's timing: not the verifier's answer
 ABSENT = object()  # a field a row lacks, which is not null
-TIMING = re.compile(r"time_taken|execution.?time|elapsed|duration|latency", re.IGNORECASE)
+# `unit_tests_time_taken`, `verification_time`, `grading_time_s`, `execution time`, `latency_ms`...
+TIMING = re.compile(r"(^|_)time(_s|_ms|_taken)?$|execution.?time|elapsed|duration|latency", re.IGNORECASE)
+UNSET = re.compile(r"cannot resolve interpolation: Interpolation key '([^']+)' not found")
 UNROUTED = "cannot find a resources server for row"
 
 # What a server needs that this machine lacks, by the words its errors (or, as support, its config) use.
@@ -565,8 +567,17 @@ def failure_text(run: Run | None) -> str:
 
 def classify(result: Result, ours: Run, gym: Run | None, gym_config_text: str) -> Result:
     result.ours, result.gym = asdict(ours), asdict(gym) if gym else None
+    if ours.error and (unset := UNSET.search(ours.error)):
+        # The shipped config asks the user for a value (a simulator image, an API key, a judge's URL): NeMo Gym's
+        # OmegaConf stops at it alike.
+        result.classification = EXTERNAL
+        result.detail = f"the config leaves `{unset.group(1)}` to the user; ours: {ours.error[:200]}"
+        return result
     if ours.error and "cannot build a Python for NeMo Gym's" in (text := read(ours.log)):
-        pip = next((line for line in text.splitlines() if line.startswith("ERROR:")), ours.error)
+        lines = text.splitlines()
+        # What pip could not reach says more than its own summary (a git URL, when there is no internet here).
+        pip = next((line.strip() for line in lines if "Could not resolve host" in line), None)
+        pip = pip or next((line for line in lines if line.startswith("ERROR:")), ours.error)
         result.classification, result.detail = REQUIREMENTS, pip
         return result
     said = {"ours": failure_text(ours), "gym": failure_text(gym)}
@@ -611,14 +622,15 @@ def census_one(name: str, root: Path, gym: Path, work: Path, timeout_s: float) -
     result.inputs = prepared.how
     ours = run_ours(str(result.config), prepared, work, root, gym_python, timeout_s)
     reduced = gym_config(config, work)
-    if ours.error and UNROUTED in ours.error:
-        # The shipped config's agent blocks do not name the agent the example rows carry: NeMo Gym routes rows the
-        # same way and fails alike. Both then run with the resources-server blocks only, where every row goes to
-        # the one server (gym's fallback, and ours).
+    if ours.error and (UNROUTED in ours.error or UNSET.search(ours.error)):
+        # The shipped config's agent blocks do not name the agent the example rows carry (NeMo Gym routes rows the
+        # same way and fails alike), or leave a value of theirs to the user (an API key the agent needs): both
+        # then run with the resources-server blocks only, where every row goes to the one server.
+        why = "its agents are not the rows'" if UNROUTED in ours.error else "its agent blocks leave a value unset"
         (work / "ours.log").rename(work / "ours-shipped-config.log")
         shutil.rmtree(work / "ours", ignore_errors=True)
         ours = run_ours(str(reduced), prepared, work, root, gym_python, timeout_s)
-        result.config = f"{result.config}, resources-server blocks only (its agents are not the rows')"
+        result.config = f"{result.config}, resources-server blocks only ({why})"
     with lent_venv(folder, venv_to_lend(folder, ours, gym_python)) as lent:
         gym_run = None
         if lent is not None:  # without one NeMo Gym would only fail at building it
@@ -634,6 +646,16 @@ def load_results(path: Path) -> dict[str, dict[str, Any]]:
         return {row["server"]: row for row in map(json.loads, filter(str.strip, fh))}  # a server's last line wins
 
 
+def ours_went(row: dict[str, Any]) -> str:
+    """Where NeMo Gym failed and ours ran: what ours made of the rows."""
+    ours = row.get("ours") or {}
+    if row["classification"] != GYM_FAILS or ours.get("exit") != 0 or not ours.get("output"):
+        return ""
+    scored, failed = keyed(ours["output"]), keyed(sidecar(ours["output"]))
+    classes = sorted({str(r.get("_ng_failure_class")) for r in failed.values()})
+    return f"; ours ran: {len(scored)} rows scored, {len(failed)} failed ({', '.join(classes) or 'none'})"
+
+
 def table(results: Sequence[dict[str, Any]], version: str) -> str:
     counts: dict[str, int] = {}
     for row in results:
@@ -642,7 +664,7 @@ def table(results: Sequence[dict[str, Any]], version: str) -> str:
     lines = [f"{datetime.date.today().isoformat()}, NeMo Gym {version}, {len(results)} servers: {tally}", "",
              "| server | classification | detail |", "| --- | --- | --- |"]  # fmt: skip
     for row in sorted(results, key=lambda r: r["server"]):
-        detail = " ".join(str(row["detail"]).split()).replace("|", "\\|")
+        detail = " ".join(f"{row['detail']}{ours_went(row)}".split()).replace("|", "\\|")
         lines.append(f"| `{row['server']}` | {row['classification']} | {detail[:400]} |")
     return "\n".join(lines) + "\n"
 

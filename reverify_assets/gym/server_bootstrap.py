@@ -33,10 +33,10 @@ mcqa. So the CLI asks for just that, each hook called as ``compute_aggregate_met
   class overrides; 404 when the server answers ``/aggregate_metrics`` with code of its own (it overrides
   ``aggregate_metrics``, or replaced the route) or its NeMo Gym is not 0.7.0, whose maths the CLI reproduces: the
   CLI then posts every row there, as NeMo Gym does.
-* ``POST /reverify_metrics/compute`` takes the rows ``/aggregate_metrics`` would have been posted, NDJSON, streamed
+* ``POST /reverify_metrics_compute`` takes the rows ``/aggregate_metrics`` would have been posted, NDJSON, streamed
   as the CLI reads them, and answers ``{"compute_metrics": A, "compute_repeat_metrics": [[R, A], ...]}`` for the
   hooks the server overrides, each run on the scored rows grouped by task (one repeat's, R, for the second).
-* ``POST /reverify_metrics/key_metrics`` takes the agent metrics and answers ``{"key_metrics": K,
+* ``POST /reverify_metrics_key_metrics`` takes the agent metrics and answers ``{"key_metrics": K,
   "agent_metrics": M}``, M as the hook left them.
 
 Answers are JSON with NaN and infinities as Python writes them: the CLI takes a hook's values back as they were.
@@ -325,9 +325,10 @@ def add_reverify_metrics(app: FastAPI, server: Any) -> None:
             return JSONResponse({"detail": f"not JSON: {exc}"}, status_code=400)
         return _json({"key_metrics": server.get_key_metrics(agent_metrics), "agent_metrics": agent_metrics})
 
+    # No "/" in a route's name: a server that exposes its routes as MCP tools refuses such a name at its start.
     app.get("/reverify_metrics")(hooks)
-    app.post("/reverify_metrics/compute")(compute)
-    app.post("/reverify_metrics/key_metrics")(key_metrics)
+    app.post("/reverify_metrics_compute")(compute)
+    app.post("/reverify_metrics_key_metrics")(key_metrics)
 
 
 def main() -> None:

@@ -78,7 +78,7 @@ class ServerHooks:
 
 
 class RowsToServer:
-    """A group's rows streamed to the server's ``/reverify_metrics/compute`` (chunked, as the CLI reads them), and
+    """A group's rows streamed to the server's ``/reverify_metrics_compute`` (chunked, as the CLI reads them), and
     its hooks' answers once they end."""
 
     def __init__(self, hooks: ServerHooks) -> None:
@@ -127,7 +127,7 @@ class RowsToServer:
     def answer(self, hook: str) -> Any:
         answers = self.answers()
         if hook not in answers:
-            raise AggregateMetricsFailed(self.hooks.server, f"{self.hooks.url}{ROUTE}/compute", f"no {hook} answer")
+            raise AggregateMetricsFailed(self.hooks.server, f"{self.hooks.url}{ROUTE}_compute", f"no {hook} answer")
         return answers[hook]
 
     def close(self) -> None:
@@ -148,7 +148,7 @@ class RowsToServer:
         try:
             reply = self._connection.getresponse()
             return AggregateMetricsFailed(
-                self.hooks.server, f"{self.hooks.url}{ROUTE}/compute", f"HTTP {reply.status}: {_text(reply.read())}"
+                self.hooks.server, f"{self.hooks.url}{ROUTE}_compute", f"HTTP {reply.status}: {_text(reply.read())}"
             )
         except (OSError, http.client.HTTPException):
             return _unreachable(self.hooks, "compute", exc)
@@ -181,7 +181,7 @@ class _RepeatMetrics:
             if repeat == rollout_index:
                 return _mapping(answer, self._rows.hooks, "compute_repeat_metrics")
         hooks = self._rows.hooks
-        raise AggregateMetricsFailed(hooks.server, f"{hooks.url}{ROUTE}/compute", f"no repeat {rollout_index!r}")
+        raise AggregateMetricsFailed(hooks.server, f"{hooks.url}{ROUTE}_compute", f"no repeat {rollout_index!r}")
 
 
 def server_hooks(server: str, url: str) -> ServerHooks | None:
@@ -211,7 +211,7 @@ def server_hooks(server: str, url: str) -> ServerHooks | None:
 
 
 def _path(hooks: ServerHooks, route: str) -> str:
-    return f"{urlsplit(hooks.url).path.rstrip('/')}{ROUTE}{'/' if route else ''}{route}"
+    return f"{urlsplit(hooks.url).path.rstrip('/')}{ROUTE}{'_' if route else ''}{route}"
 
 
 def _connected(hooks: ServerHooks, route: str) -> http.client.HTTPConnection:
@@ -239,7 +239,7 @@ def _post(hooks: ServerHooks, route: str, body: bytes) -> tuple[int, bytes]:
 
 
 def _reply(hooks: ServerHooks, route: str, status: int, payload: bytes) -> dict[str, Any]:
-    where = f"{hooks.url}{ROUTE}/{route}"
+    where = f"{hooks.url}{ROUTE}_{route}"
     if status != 200:
         raise AggregateMetricsFailed(hooks.server, where, f"HTTP {status}: {_text(payload)}")
     try:
@@ -252,7 +252,7 @@ def _reply(hooks: ServerHooks, route: str, status: int, payload: bytes) -> dict[
 
 
 def _unreachable(hooks: ServerHooks, route: str, exc: Exception) -> ReverifyError:
-    where = f"{hooks.url.rstrip('/')}{ROUTE}{'/' if route else ''}{route}"
+    where = f"{hooks.url.rstrip('/')}{ROUTE}{'_' if route else ''}{route}"
     return AggregateMetricsFailed(hooks.server, where, f"the connection failed: {exc!r}")
 
 

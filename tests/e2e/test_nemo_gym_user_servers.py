@@ -212,7 +212,7 @@ def test_a_hook_that_raises_fails_the_metrics_and_keeps_the_rows(tmp_path: Path,
     code, _, stderr, metrics = run(tmp_path, python, checkout, "hooks_probe_broken")
     assert code != 0
     assert "resources server 'hooks_probe_broken' gave no aggregate metrics" in stderr, stderr
-    assert "/reverify_metrics/compute: HTTP 500" in stderr and "this hook is broken" in stderr, stderr
+    assert "/reverify_metrics_compute: HTTP 500" in stderr and "this hook is broken" in stderr, stderr
     assert not metrics.exists()
     rows = metrics.with_name("out.jsonl").read_text().splitlines()
     assert len(rows) == 180

@@ -32,8 +32,8 @@ class HooksServer(LoopbackServer):
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/reverify_metrics", self._hooks)
-        app.router.add_post("/reverify_metrics/compute", self._compute)
-        app.router.add_post("/reverify_metrics/key_metrics", self._key_metrics)
+        app.router.add_post("/reverify_metrics_compute", self._compute)
+        app.router.add_post("/reverify_metrics_key_metrics", self._key_metrics)
         return app
 
     async def _hooks(self, _: web.Request) -> web.Response:
@@ -141,7 +141,7 @@ def test_rows_stream_in_chunks_of_a_megabyte_and_all_arrive() -> None:
     [
         (
             web.Response(status=500, text="\"ValueError('this hook is broken')\""),
-            r"/compute: HTTP 500: .*this hook is broken",
+            r"_compute: HTTP 500: .*this hook is broken",
         ),
         (web.Response(text="not json"), "the reply is not JSON"),
         (web.json_response({"compute_metrics": [1]}), "compute_metrics gave list, not a dict"),
