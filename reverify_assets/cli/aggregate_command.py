@@ -3,6 +3,9 @@
 
 The glob, the output and the config are checked before Dagster is imported: a mistake there leaves no failed
 run behind. The shards are indexed in a thread while Dagster imports, and the run takes the index.
+
+The health-check flags are ``gym eval aggregate``'s, and set its config keys as its flags do
+(``gym.rollout_health``): the run's config, which the UI re-executes, holds them.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import argparse
 from pathlib import Path
 
 from reverify_assets.cli.summary import print_coverage, print_metrics_computed
+from reverify_assets.errors import UsageError
+from reverify_assets.gym.rollout_health import health_settings, known_check_ids
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.prefetch import PrefetchedWork
 from reverify_assets.pipeline.preparation import load_verifier_setup
@@ -23,10 +28,28 @@ def absolute_globs(input_glob: str) -> str:
     return ",".join(str(Path(pattern.strip()).absolute()) for pattern in input_glob.split(",") if pattern.strip())
 
 
+def health_check_overrides(args: argparse.Namespace) -> list[str]:
+    """The health-check flags as the overrides of NeMo Gym's config keys they stand for."""
+    overrides = ["++disable_health_check=true"] if args.no_health_check else []
+    if args.health_check_workers is not None:
+        if args.health_check_workers < 1:
+            raise UsageError(f"--health-check-workers must be at least 1, got {args.health_check_workers}")
+        overrides.append(f"++health_check_workers={args.health_check_workers}")
+    if args.health_check_ignore is not None:
+        try:
+            ignored = known_check_ids(args.health_check_ignore)
+        except ValueError as exc:
+            raise UsageError(f"--health-check-ignore: {exc}") from exc
+        overrides.append(f"++health_check_ignored_checks=[{','.join(ignored)}]")
+    return overrides
+
+
 def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     output = Path(args.output)
     check_output_name(output)
+    overrides = [*overrides, *health_check_overrides(args)]
     setup = load_verifier_setup([Path(p) for p in args.config], overrides)
+    health_settings(setup.config)
     # Held from here to the end, so that a second writer is refused before it starts a run that would fail.
     with exclusive_output(output):
         work = PrefetchedWork()
@@ -53,4 +76,6 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
         print_coverage(made.coverage, made.provenance)
         for agent, key_metrics in made.key_metrics.items():
             print(f"  {agent}: {key_metrics}")
+    for line in made.health:
+        print(line)
     print(f"Dagster run: {run_id}")

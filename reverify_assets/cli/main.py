@@ -89,6 +89,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="aggregate rows scored by different verifier configs (each entry's provenance block lists them)",
     )
+    aggregate.add_argument(
+        "--no-health-check", action="store_true", help="skip NeMo Gym's rollout health checks (++disable_health_check)"
+    )
+    aggregate.add_argument(
+        "--health-check-workers", type=int, metavar="N", help="rollout-health worker processes (default min(cpus, 8))"
+    )
+    aggregate.add_argument(
+        "--health-check-ignore",
+        metavar="IDS",
+        help="comma-separated rollout-health check IDs to exclude from the verdicts",
+    )
 
     serve = commands.add_parser("serve", help="run the configured built-in resources servers in the foreground")
     serve.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")

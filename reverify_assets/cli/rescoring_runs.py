@@ -236,6 +236,8 @@ def _describe_aggregate(result: dg.ExecuteInProcessResult, rescoring: RescoringD
     described = f"{meta.get('rows')} rows from {meta.get('shards included')} shards -> {meta.get('file')}"
     if (cover := meta.get("metrics cover")) is not None:
         described += f"; metrics cover {cover}"
+    if (health := meta.get("rollout health")) is not None:
+        described += f"\n  {health}"
     return described
 
 

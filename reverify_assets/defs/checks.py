@@ -13,6 +13,10 @@ the new one's missing shards.
 | ``one_verifier_config`` | a rescoring's aggregate | no | a merged row was scored by another config |
 | ``one_verifier_config`` | a recovery's merged rows | no (WARN) | the merged rows come from several configs |
 | ``stateless_evidence`` | a rescoring's probe | no (WARN) | two passes of the probe disagree |
+| ``rollout_health`` | an aggregate | no (WARN) | NeMo Gym's rollout health checks find an unhealthy one |
+
+``rollout_health`` (on a rescoring's aggregate and ``reverify aggregate``'s) also warns when NeMo Gym's checks
+fail; when they did not run (turned off, or no NeMo Gym to run them) it passes, its description saying why.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import warnings
 import dagster as dg
 
 from reverify_assets.compare.probe_report import CONSISTENT, DRIFTED, ProbeReport
+from reverify_assets.gym.rollout_health import HealthOutcome
 from reverify_assets.pipeline.output_summary import OutputSummary
 
 JOIN_COMPLETE = "join_complete"
@@ -29,6 +34,12 @@ NO_DUPLICATE_KEYS = "no_duplicate_keys"
 FAILURE_RATE = "failure_rate_within_limit"
 ONE_CONFIG = "one_verifier_config"
 STATELESS_EVIDENCE = "stateless_evidence"
+ROLLOUT_HEALTH = "rollout_health"
+ROLLOUT_HEALTH_DESCRIPTION = (
+    "NeMo Gym's rollout health checks of the merged rows, as gym eval aggregate runs them, find every rollout "
+    "healthy (else a warning; when they did not run, it passes and says why)"
+)
+TOP_FINDINGS = 5
 
 
 def check_spec(
@@ -90,4 +101,34 @@ def stateless_evidence_result(report: ProbeReport) -> dg.AssetCheckResult:
         passed=report.verdict.startswith(CONSISTENT) or report.verdict.startswith(DRIFTED),
         severity=dg.AssetCheckSeverity.WARN,
         metadata={"verdict": report.verdict},
+    )
+
+
+def rollout_health_result(outcome: HealthOutcome | None) -> dg.AssetCheckResult:
+    """NeMo Gym's rollout health checks of an aggregate's rows: the verdict counts and the checks that found the
+    most; a warning when a rollout is unhealthy or the checks failed. Checks that did not run (turned off, or no
+    NeMo Gym here) pass with a description saying so: Dagster has no result for "not run" that a step can give."""
+    if outcome is None or outcome.health is None:
+        why = "not run: turned off (--no-health-check, disable_health_check)" if outcome is None else outcome.lines[0]
+        failed = outcome is not None and outcome.failure is not None
+        return dg.AssetCheckResult(
+            check_name=ROLLOUT_HEALTH,
+            passed=not failed,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=why,
+            metadata={"checked": 0, "ran": failed},
+        )
+    health = outcome.health
+    return dg.AssetCheckResult(
+        check_name=ROLLOUT_HEALTH,
+        passed=health.counts["unhealthy"] == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=outcome.lines[0],
+        metadata={
+            **health.counts,
+            "top findings by check": dg.MetadataValue.json(health.findings_by_check(TOP_FINDINGS)),
+            "ignored checks": dg.MetadataValue.json(health.run.get("ignored_checks") or []),
+            "quality summary": dg.MetadataValue.path(str(health.summary)),
+            "rollout verdicts": dg.MetadataValue.path(str(health.verdicts)),
+        },
     )

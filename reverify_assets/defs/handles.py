@@ -66,3 +66,4 @@ class MergedShardsHandle(BaseModel):
     coverage: dict[str, dict[str, Any]] = {}
     provenance: dict[str, dict[str, Any]] = {}
     computed_by: dict[str, str] = {}  # per server, as for metrics files
+    health: list[str] = []  # the lines of NeMo Gym's rollout health report, or why there is none

@@ -23,9 +23,12 @@ from reverify_assets.defs.checks import (
     JOIN_COMPLETE,
     NO_DUPLICATE_KEYS,
     ONE_CONFIG,
+    ROLLOUT_HEALTH,
+    ROLLOUT_HEALTH_DESCRIPTION,
     STATELESS_EVIDENCE,
     check_spec,
     one_config_result,
+    rollout_health_result,
     stateless_evidence_result,
 )
 from reverify_assets.defs.failures import step_failures
@@ -166,7 +169,8 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         check_specs=[
             check_spec(
                 ONE_CONFIG, aggregate_key, "every merged row carries the current verifier config's hash", configs
-            )
+            ),
+            check_spec(ROLLOUT_HEALTH, aggregate_key, ROLLOUT_HEALTH_DESCRIPTION, configs),
         ],
     )
     @step_failures
@@ -189,8 +193,11 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
                 "key metrics": dg.MetadataValue.md(key_metrics_table(entries)),
             }
         )
+        if merged.health is not None:
+            metadata["rollout health"] = merged.health.lines[0]
         yield dg.Output(None, metadata=metadata, data_version=content_version(layout.merged))
         yield one_config_result(merged.summary, setup.config_hash)
+        yield rollout_health_result(merged.health)
 
     @dg.asset(
         key=probe_key,

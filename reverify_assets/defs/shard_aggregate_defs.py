@@ -2,10 +2,13 @@
 order, with the same metrics as the unsharded run. One partition per merged output (its absolute path), so each
 has its own history; the run config holds the glob and flags, so the UI can re-execute it."""
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
+from reverify_assets.defs.checks import ROLLOUT_HEALTH, ROLLOUT_HEALTH_DESCRIPTION, check_spec, rollout_health_result
 from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, run_job
 from reverify_assets.defs.failures import command_errors, step_failures
 from reverify_assets.defs.handles import MergedShardsHandle, content_version
@@ -28,13 +31,14 @@ SHARD_AGGREGATE_RESOURCE = "shard_aggregate"
     group_name="reverify_aggregate",
     partitions_def=MERGED_OUTPUTS,
     description="Shard outputs merged in key order into one output, and NeMo Gym's aggregate metrics of it.",
+    check_specs=[check_spec(ROLLOUT_HEALTH, "aggregated_shards", ROLLOUT_HEALTH_DESCRIPTION, MERGED_OUTPUTS)],
 )
 @step_failures
 def aggregated_shards(
     context: dg.AssetExecutionContext,
     shard_aggregate: ShardAggregateResource,
     startup: dg.ResourceParam[StartupHandoff],
-) -> dg.Output[MergedShardsHandle]:
+) -> Iterator[Any]:
     refuse_other_partition(context.partition_key, SHARD_AGGREGATE_RESOURCE, shard_aggregate.partition_key)
     setup = shard_aggregate.verifier_setup()
     made = aggregate_shards(
@@ -56,13 +60,16 @@ def aggregated_shards(
         coverage={entry["agent_ref"]["name"]: entry[COVERAGE_FIELD] for entry in entries},
         provenance={entry["agent_ref"]["name"]: entry[PROVENANCE_BLOCK_FIELD] for entry in entries},
         computed_by=aggregation.computed_by if aggregation is not None else {},
+        health=list(made.health.lines) if made.health is not None else [],
     )
     metadata = {"rows": made.rows, "shards": made.shards, "merged file": dg.MetadataValue.path(str(made.output))}
     if aggregation is not None:
         metrics = aggregate_metrics_path(made.output)
         metadata |= aggregate_metadata(metrics, aggregation, setup.config_hash)
-        return dg.Output(handle, metadata=metadata, data_version=content_version(metrics))
-    return dg.Output(handle, metadata=metadata, data_version=content_version(made.output))
+        yield dg.Output(handle, metadata=metadata, data_version=content_version(metrics))
+    else:
+        yield dg.Output(handle, metadata=metadata, data_version=content_version(made.output))
+    yield rollout_health_result(made.health)
 
 
 AGGREGATE_JOB = dg.define_asset_job(AGGREGATE_JOB_NAME, selection=[aggregated_shards.key])

@@ -63,7 +63,7 @@ def find_installation(
     """``sources``: who set the values of ``config``, for an error about a setting to name."""
     cwd = Path.cwd() if cwd is None else cwd
     looked: list[str] = []
-    python, probe = _find_python(config, cwd, looked, sources)
+    python, probe = find_python(config, cwd, looked, sources)
     root = _find_root(config, cwd, probe, looked, sources)
     if python is None or probe is None:
         raise _not_found("a Python that has nemo_gym", looked, f"{PYTHON_KEY}: /path/to/python", PYTHON_ENV)
@@ -81,9 +81,11 @@ def _configured(config: Mapping[str, Any], key: str, env: str, sources: ConfigSo
     return None
 
 
-def _find_python(
-    config: Mapping[str, Any], cwd: Path, looked: list[str], sources: ConfigSources
+def find_python(
+    config: Mapping[str, Any], cwd: Path, looked: list[str], sources: ConfigSources = UNTRACKED
 ) -> tuple[Path | None, PythonProbe | None]:
+    """A Python that has ``nemo_gym``, or None, None with every place looked at added to ``looked``. A configured
+    one that is not is an error."""
     configured = _configured(config, PYTHON_KEY, PYTHON_ENV, sources)
     if configured is not None:
         value, source = configured

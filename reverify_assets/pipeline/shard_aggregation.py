@@ -6,7 +6,7 @@ each entry says its expected total is unknown. Rows scored by different verifier
 ``allow_mixed_configs``; each entry's ``provenance`` block lists the configs either way.
 
 A glob that names only the output aggregates that file as it is: how a run whose ``/aggregate_metrics`` failed
-is finished.
+is finished. Then NeMo Gym's rollout health checks (``gym.rollout_health``), as ``gym eval aggregate`` runs them.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealthCheck
 from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.partition_keys import output_partition_key
@@ -50,6 +51,7 @@ class ShardAggregate:
     shards: int
     merged: bool  # the shards were merged into ``output``
     aggregation: Aggregation | None  # None: no row carries an agent name, no metrics written
+    health: HealthOutcome | None  # None: the config turns the rollout health checks off
 
 
 def check_output_name(output: Path) -> None:
@@ -109,6 +111,7 @@ def _aggregate(
     files: ShardFiles, output: Path, setup: VerifierSetup, work: PrefetchedWork, allow_mixed_configs: bool
 ) -> ShardAggregate:
     shards = files.shards
+    health_check = RolloutHealthCheck.for_config(setup.config)
     if files.in_place:
         log.info("reverify: %s is all the glob names: its metrics are computed where it is, the file unchanged", output)
     started = work.take(_index_key(shards))
@@ -129,4 +132,7 @@ def _aggregate(
     # Closed at once if the metrics fail: the merged file's temporary copy goes then, not at the next collection.
     with closing(rows):
         aggregation = run_aggregation(rows, setup, aggregate_metrics_path(output), sources)
-    return ShardAggregate(output, index.height, len(shards), bool(merge), aggregation)
+    # As NeMo Gym: the merged file, else (merge_shards=false) the shards, with the reports beside the output.
+    checked = [output] if merge or files.in_place else shards
+    health = None if health_check is None else health_check.run(checked, output.parent)
+    return ShardAggregate(output, index.height, len(shards), bool(merge), aggregation, health)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import closing
 from dataclasses import dataclass
 
+from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealthCheck
 from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources
@@ -20,6 +21,7 @@ from reverify_assets.rescoring.shard_gate import ShardGate, planned_keys
 class MergedShards:
     summary: OutputSummary  # of the merged file, counted as the metrics read it
     aggregation: Aggregation  # no entries: no row carries an agent name
+    health: HealthOutcome | None  # NeMo Gym's rollout health checks of the merged file; None: turned off
 
 
 def merge_included_shards(
@@ -27,7 +29,9 @@ def merge_included_shards(
 ) -> MergedShards:
     """``gate.included`` merged into ``layout.merged``, with its metrics beside it. The coverage counts every
     registered shard's plan: a shard left out is missing from the metrics, but the failures of one left out
-    for its failure rate are known (its files are sound) and count as failed."""
+    for its failure rate are known (its files are sound) and count as failed. Then NeMo Gym's rollout health
+    checks of the merged file, as ``gym eval aggregate`` runs them, unless the verifier config turns them off."""
+    health_check = RolloutHealthCheck.for_config(setup.config)
     outputs = [layout.shard_output(shard) for shard in gate.included]
     summary = OutputSummary()
     rows = summary.count_passing(rows_of_shards(index_shards(outputs), outputs, layout.merged))
@@ -35,4 +39,5 @@ def merge_included_shards(
     sources = CoverageSources.of(sidecars, planned_keys(layout, registered))
     with closing(rows):
         aggregation = run_aggregation(rows, setup, layout.merged_metrics, sources)
-    return MergedShards(summary, aggregation or Aggregation([], {}))
+    health = None if health_check is None else health_check.run([layout.merged], layout.merged.parent)
+    return MergedShards(summary, aggregation or Aggregation([], {}), health)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -9,10 +10,11 @@ import orjson
 import pytest
 
 from reverify_assets.defs.rescoring_defs import build_rescoring
+from reverify_assets.gym.installation import PYTHON_ENV
 from reverify_assets.rescoring.spec import find_rescoring
 from tests.support.cli import read_jsonl, run_reverify
 from tests.support.fake_verifier import FakeVerifier
-from tests.support.instance import checked_partitions, open_instance
+from tests.support.instance import checked_partitions, latest_check, open_instance
 from tests.support.project import STRICT, Project, make_project
 
 pytestmark = pytest.mark.slow
@@ -68,6 +70,14 @@ def test_four_shard_backfill_equals_the_unsharded_run_then_goes_stale_after_a_ve
     ours = orjson.loads((lenient_dir / "merged_aggregate_metrics.json").read_bytes())
     reference = orjson.loads(unsharded.with_name("unsharded_aggregate_metrics.json").read_bytes())
     assert [e["key_metrics"] for e in ours] == [e["key_metrics"] for e in reference]
+    # NeMo Gym's rollout health checks of the merged rows, where NeMo Gym is (CI has it): beside the merged file,
+    # and recorded on the aggregate's partition. These rows carry no trajectory: every rollout is unobserved.
+    if os.environ.get(PYTHON_ENV):
+        assert "Rollout health: 160 checked, 0 healthy, 0 unhealthy, 160 unobserved" in first
+        assert (lenient_dir / "quality_summary.json").is_file() and (lenient_dir / "rollout_verdicts.jsonl").is_file()
+        with open_instance(home) as instance:
+            check = latest_check(instance, f"{project.name}/aggregate_metrics", "rollout_health")
+            assert check.passed and check.partition == lenient_dir.name
 
     # A verifier edit: every shard turns stale, and a backfill of the stale ones re-scores exactly those.
     project.write_rescoring(override=STRICT)

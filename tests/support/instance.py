@@ -23,7 +23,7 @@ def latest_materialization(instance: dg.DagsterInstance, asset: str) -> tuple[di
 
 
 def latest_check(instance: dg.DagsterInstance, asset: str, check: str) -> Any:
-    key = dg.AssetCheckKey(dg.AssetKey(asset), check)
+    key = dg.AssetCheckKey(dg.AssetKey.from_user_string(asset), check)
     record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
     return record.event.dagster_event.event_specific_data
 
