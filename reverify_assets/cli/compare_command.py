@@ -40,6 +40,11 @@ def add_compare_parser(commands: Any) -> None:
         "--allow-mixed-configs", action="store_true", help="compare a side scored by several verifier configs"
     )
     compare.add_argument(
+        "--allow-prompt-mismatch",
+        action="store_true",
+        help="compare keys whose two rows hold different prompts (an agent that rewrites its prompt)",
+    )
+    compare.add_argument(
         "--noise", metavar="REPORT", help="a `reverify noise` report: how many changes exceed what noise alone gives"
     )
     compare.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
@@ -72,6 +77,7 @@ def compare_command(args: argparse.Namespace, overrides: list[str]) -> None:
         by=args.by,
         hooks=_hook_choice(args.config, overrides),
         allow_mixed_configs=args.allow_mixed_configs,
+        allow_prompt_mismatch=args.allow_prompt_mismatch,
         bootstrap=BootstrapSettings(resamples=args.resamples, seed=args.seed),
         flips=flips,
     )

@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --resume: continue an output whose rows another verifier config scored",
     )
+    run.add_argument(
+        "--allow-prompt-mismatch",
+        action="store_true",
+        help="verify rollouts whose prompt is not their input row's (an agent that rewrites its prompt)",
+    )
     _add_judge_cache_flag(run)
     run.add_argument(
         "--max-judge-calls", type=int, help="stop sending rows once the judges made this many calls (--resume goes on)"

@@ -24,6 +24,7 @@ from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.partition_keys import output_partition_key
 from reverify_assets.lib.prefetch import PrefetchedWork, start_import
 from reverify_assets.lib.resume_cache import max_attempts_from
+from reverify_assets.lib.rollout_identity import ALLOW_KEY, allows_prompt_mismatch, first_rows_disagree
 from reverify_assets.lib.source_files import check_source_file
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import check_fresh_output, check_sources_kept
@@ -93,7 +94,8 @@ def check_before_start(options: RunOptions) -> None:
 
 
 def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
-    options = run_options(args, overrides)
+    # The flag stands for the config knob, which the run's config keeps for a re-execution from the UI.
+    options = run_options(args, [*overrides, *([f"++{ALLOW_KEY}=true"] if args.allow_prompt_mismatch else [])])
     setup = load_verifier_setup(options.config_paths, options.overrides)
     if setup.config.get("force") is True:  # NeMo Gym's own spelling of the flag: ++force=true
         options.force = True
@@ -147,7 +149,12 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
         index_folder=index_folder,
         require_response=not options.judge_failed_only,  # recovery carries the successes over as they are
     )
-    with prestarted_servers(list(setup.topology.servers.values()), setup.config) as servers, prefetched:
+    # Rollouts of another dataset are refused before a server starts: when the first rows already disagree, none
+    # is started ahead, and the join's error (with its count of mismatches) ends the start-up.
+    other_dataset = join_with is not None and not allows_prompt_mismatch(setup.config)
+    other_dataset = other_dataset and first_rows_disagree(options.inputs, options.rollouts)
+    blocks = [] if other_dataset else list(setup.topology.servers.values())
+    with prestarted_servers(blocks, setup.config) as servers, prefetched:
         # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that
         # an input error is said as soon as it is found.
         prefetched.wait_for(start_import("reverify_assets.defs.materialization"))

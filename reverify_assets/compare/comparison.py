@@ -15,7 +15,7 @@ from reverify_assets.compare.coverage import count_coverage, read_failures
 from reverify_assets.compare.figures import paired_figures
 from reverify_assets.compare.flips import FlipsFile
 from reverify_assets.compare.key_metrics import HookChoice, SideKeyMetrics, compare_key_metrics
-from reverify_assets.compare.paired_rows import join_keys, paired_rows
+from reverify_assets.compare.paired_rows import join_keys, paired_rows, refuse_other_rollouts
 from reverify_assets.compare.provenance import config_warnings
 from reverify_assets.compare.report import CompareReport, FlipsSummary, SideSummary
 from reverify_assets.compare.side_index import index_side
@@ -31,6 +31,7 @@ class CompareRequest(BaseModel):
     by: list[str] = []  # row fields (dotted paths) to break the figures down by, besides the agent
     hooks: HookChoice = HookChoice(None)
     allow_mixed_configs: bool = False
+    allow_prompt_mismatch: bool = False  # else two outputs of different rollouts are refused
     flips: Path | None = None
 
 
@@ -55,6 +56,8 @@ def compare_scorings(request: CompareRequest) -> Comparison:
     )
     failures = read_failures(baseline.path), read_failures(candidate.path)
     joined = join_keys(baseline.keys, candidate.keys)
+    if not request.allow_prompt_mismatch:
+        refuse_other_rollouts(joined, baseline.path, candidate.path)
     groupings = [FieldGrouping(field) for field in dict.fromkeys([AGENT_FIELD, *request.by])]
     metrics = SideKeyMetrics(baseline.path, request.hooks), SideKeyMetrics(candidate.path, request.hooks)
     with ExitStack() as stack:

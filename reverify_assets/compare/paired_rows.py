@@ -8,13 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from reverify_assets.compare.side_index import RESPONSE_COLUMN
 from reverify_assets.lib.jsonl import read_row_at
-from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex
+from reverify_assets.lib.key_index import KEY_COLUMNS, PROMPT_COLUMN, KeyIndex, mismatched_prompts
 from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.lib.rollout_identity import (
+    ALLOW_FLAG,
+    SHOWN_MISMATCHES,
+    PromptSide,
+    prompt_mismatch_error,
+    prompt_text,
+    response_text,
+)
 
 Row = dict[str, Any]
 
@@ -27,17 +37,41 @@ class KeyedPair:
 
 
 def join_keys(baseline: KeyIndex, candidate: KeyIndex) -> pl.DataFrame:
-    """Every key of either side, sorted: task, rollout, then each side's offset and line (null where the
-    side lacks the key)."""
+    """Every key of either side, sorted: task, rollout, then each side's offset, line and prompt fingerprint
+    (null where the side lacks the key)."""
 
     def side(index: KeyIndex, name: str) -> pl.DataFrame:
-        return index.frame.rename({"offset": f"{name}_offset", "line": f"{name}_line"})
+        renamed = {"offset": "offset", "line": "line", PROMPT_COLUMN: "prompt", RESPONSE_COLUMN: "response"}
+        return index.frame.rename({column: f"{name}_{part}" for column, part in renamed.items()}, strict=False)
 
     return (
         side(baseline, "baseline")
         .join(side(candidate, "candidate"), on=KEY_COLUMNS, how="full", coalesce=True)
         .sort(KEY_COLUMNS)
     )
+
+
+def refuse_other_rollouts(joined: pl.DataFrame, baseline: Path, candidate: Path) -> None:
+    """Two scorings of the same rollouts hold the same prompt and the same response under each key: a key whose
+    two rows do not compares scorings of different rollouts, and is refused, naming the keys
+    (``rollout_identity``)."""
+    both = joined.drop_nulls(["baseline_line", "candidate_line"])
+    sides = PromptSide("baseline", baseline, "baseline"), PromptSide("candidate", candidate, "candidate")
+    for part, shown in (("prompt", prompt_text), ("response", response_text)):
+        if f"baseline_{part}" not in both.columns or f"candidate_{part}" not in both.columns:
+            continue
+        mismatched = mismatched_prompts(both, f"baseline_{part}", f"candidate_{part}", whole=part == "response")
+        if not mismatched.is_empty():
+            raise prompt_mismatch_error(
+                f"{mismatched.height} of the {both.height} keys in both {baseline} and {candidate} hold different "
+                f"{part}s in the two: these are scorings of different rollouts, and comparing them would count "
+                "every difference of the rollouts as the verifier's.",
+                mismatched.sort("candidate_line").head(SHOWN_MISMATCHES).to_dicts(),
+                *sides,
+                shown=shown,
+                advice=f"To compare them all the same (rollouts collected twice, an agent that rewrites its prompt), "
+                f"pass {ALLOW_FLAG}.",
+            )
 
 
 def paired_rows(joined: pl.DataFrame, baseline: KeyIndex, candidate: KeyIndex) -> Iterator[KeyedPair]:

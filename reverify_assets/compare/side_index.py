@@ -1,23 +1,29 @@
 """One side of a comparison read once, line by line: its key index, its rewards checked, its configs counted.
 
-Only the index (a few integers a row) and the config counts are kept; rows are read again, in key order,
-by :mod:`paired_rows`.
+Only the index (a few integers a row: with the fingerprints of each row's prompt and response, which tell
+whether the two sides scored the same rollouts) and the config counts are kept; rows are read again, in key
+order, by :mod:`paired_rows`.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import polars as pl
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine
 from reverify_assets.lib.key_index import KeyIndex, scan_keys
 from reverify_assets.lib.keys import RolloutKey
 from reverify_assets.lib.result_routing import scoring_config
+from reverify_assets.lib.rollout_identity import response_fingerprint
 
 REWARD_FIELD = "reward"
+RESPONSE_COLUMN = "response"  # each row's response_fingerprint
 
 
 @dataclass(frozen=True)
@@ -31,12 +37,16 @@ def index_side(path: Path) -> IndexedSide:
     """Malformed JSON, a missing or non-integer key, a duplicate key, a missing or non-numeric reward: an
     error naming the file and line."""
     configs: Counter[str] = Counter()
+    responses = array("q")
 
     def check(entry: JsonlLine, _: RolloutKey) -> None:
         read_reward(entry.row, path, entry.line_no)
         configs[scoring_config(entry.row)] += 1
+        responses.append(response_fingerprint(entry.row))
 
-    return IndexedSide(path, scan_keys(path, check=check), configs)
+    keys = scan_keys(path, check=check, with_prompts=True)
+    frame = keys.frame.with_columns(pl.Series(RESPONSE_COLUMN, responses, dtype=pl.Int64))
+    return IndexedSide(path, KeyIndex(path, frame), configs)
 
 
 def read_reward(row: dict[str, Any], path: Path, line_no: int) -> float:

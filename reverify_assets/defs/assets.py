@@ -38,6 +38,7 @@ from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
 from reverify_assets.lib.judge_recovery import index_judge_failures, source_failures_path
 from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex
 from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
 from reverify_assets.lib.sorted_output import sort_by_key
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
 from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shards
@@ -151,7 +152,9 @@ def _plan(
             KeyIndex(Path(inputs.source), inputs_frame.drop("route")), inputs_frame["route"], inputs.routes
         )
         responses_index = KeyIndex(Path(responses.source), pl.read_parquet(responses.index))
-        plan = join_and_route(inputs_index, responses_index, setup.topology)
+        plan = join_and_route(
+            inputs_index, responses_index, setup.topology, check_prompts=not allows_prompt_mismatch(setup.config)
+        )
     if exclude is not None:
         plan = plan.join(pl.read_parquet(exclude.index).select(KEY_COLUMNS), on=KEY_COLUMNS, how="anti")
     target = work_dir(context) / f"{context.asset_key.to_python_identifier()}.parquet"

@@ -1,7 +1,8 @@
 """Key-only indexes of JSONL files and the join of rollouts to their materialized inputs.
 
-An index holds four integers per row (key, byte offset, line number), never the row itself, so
-joining and sorting a million rows costs tens of megabytes; rows are read back one seek at a time.
+An index holds five integers per row (key, byte offset, line number, the prompt's fingerprint), never the row
+itself, so joining and sorting a million rows costs tens of megabytes; rows are read back one seek at a time.
+The join refuses a rollout whose prompt is not its input row's (``rollout_identity``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
 from reverify_assets.lib.key_columns import KeyColumns
 from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
+from reverify_assets.lib.rollout_identity import (
+    NO_PROMPT,
+    SHOWN_MISMATCHES,
+    USER_SHIFT,
+    PromptSide,
+    confirmed_mismatches,
+    prompt_fingerprint,
+    prompt_mismatch_error,
+)
 from reverify_assets.lib.sorted_keys import (
     KEY_COLUMNS,
     ROW_NUMBER_DTYPE,
@@ -30,6 +40,8 @@ from reverify_assets.lib.sorted_keys import (
 )
 
 INDEX_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "offset": pl.Int64, "line": pl.Int64}
+PLAN_COLUMNS = ("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line")
+PROMPT_COLUMN = "prompt"  # each row's prompt_fingerprint: in the indexes the scans make, not in every index
 
 
 @dataclass(frozen=True)
@@ -46,13 +58,19 @@ RowCheck = Callable[[JsonlLine, RolloutKey], None]
 
 
 def scan_keys(
-    path: Path, *, check: RowCheck | None = None, limit: int | None = None, reject_duplicates: bool = True
+    path: Path,
+    *,
+    check: RowCheck | None = None,
+    limit: int | None = None,
+    reject_duplicates: bool = True,
+    with_prompts: bool = False,
 ) -> KeyIndex:
-    """Index a JSONL file by key; ``check`` sees each parsed row (to validate it) before it is dropped.
+    """Index a JSONL file by key; ``check`` sees each parsed row (to validate it) before it is dropped;
+    ``with_prompts``: with each row's prompt fingerprint (``rollout_identity``) in ``PROMPT_COLUMN``.
 
     ``reject_duplicates=False`` keeps every copy, for callers that report duplicates instead of failing.
     """
-    tasks, rollouts, offsets, lines = array("q"), array("q"), array("q"), array("q")
+    tasks, rollouts, offsets, lines, prompts = array("q"), array("q"), array("q"), array("q"), array("q")
     # islice: the line after the limit is not even read (a fault there is not this scan's to report).
     for entry in islice(iter_jsonl(path), limit):
         key = row_key(entry.row, path, entry.line_no)
@@ -62,7 +80,11 @@ def scan_keys(
         rollouts.append(key[1])
         offsets.append(entry.offset)
         lines.append(entry.line_no)
+        if with_prompts:
+            prompts.append(prompt_fingerprint(entry.row))
     frame = pl.DataFrame({"task": tasks, "rollout": rollouts, "offset": offsets, "line": lines}, schema=INDEX_SCHEMA)
+    if with_prompts:
+        frame = frame.with_columns(pl.Series(PROMPT_COLUMN, prompts, dtype=pl.Int64))
     index = KeyIndex(path, frame)
     if reject_duplicates:
         reject_duplicate_keys(index)
@@ -84,7 +106,10 @@ def key_frame(columns: KeyColumns) -> pl.DataFrame:
         np.frombuffer(columns.offsets, dtype=np.int64),
         np.arange(1, columns.rows + 1, dtype=np.int64),  # every line is a row (the fast scan refuses blank lines)
     )
-    return pl.DataFrame(dict(zip(INDEX_SCHEMA, values, strict=True)), schema=INDEX_SCHEMA)
+    frame = pl.DataFrame(dict(zip(INDEX_SCHEMA, values, strict=True)), schema=INDEX_SCHEMA)
+    if columns.prompts is None:
+        return frame
+    return frame.with_columns(pl.Series(PROMPT_COLUMN, np.frombuffer(columns.prompts, dtype=np.int64)))
 
 
 def reject_duplicate_keys(index: KeyIndex) -> None:
@@ -104,29 +129,55 @@ def reject_duplicate_keys(index: KeyIndex) -> None:
     )
 
 
-def join_rollouts_to_inputs(inputs: KeyIndex, rollouts: KeyIndex) -> pl.DataFrame:
+def join_rollouts_to_inputs(inputs: KeyIndex, rollouts: KeyIndex, *, check_prompts: bool = True) -> pl.DataFrame:
     """Pair every rollout with its input row, sorted by key; each key is in ``inputs`` once at most.
 
     Columns: task, rollout, input_offset, input_line, rollout_offset, rollout_line, then any further
     columns the inputs index carries. Each column of the plan is gathered once, straight from the two
     indexes, by row numbers found on packed keys: at a million rows, sorting both indexes first and
     then putting the plan together held about 50 MB more at the peak.
+
+    ``check_prompts``: refuse pairs whose prompts differ, where both indexes hold the prompts' fingerprints.
     """
-    extra_columns = [name for name in inputs.frame.columns if name not in INDEX_SCHEMA]
+    compared = check_prompts and PROMPT_COLUMN in inputs.frame.columns and PROMPT_COLUMN in rollouts.frame.columns
+    extra_columns = [name for name in inputs.frame.columns if name not in INDEX_SCHEMA and name != PROMPT_COLUMN]
     wanted = rollouts.frame.rename({"offset": "rollout_offset", "line": "rollout_line"})
     known = inputs.frame.rename({"offset": "input_offset", "line": "input_line"})
+    if compared:
+        wanted, known = (
+            wanted.rename({PROMPT_COLUMN: "rollout_prompt"}),
+            known.rename({PROMPT_COLUMN: "input_prompt"}),
+        )
+    prompts = (["rollout_prompt"], ["input_prompt"]) if compared else ([], [])
     packed = packed_keys([known, wanted])
     if packed is None:
-        return _hash_join(known, wanted, rollouts, inputs.path, extra_columns)
+        plan = _hash_join(known, wanted, rollouts, inputs.path, [*extra_columns, *prompts[1]], prompts[0])
+    else:
+        plan = _packed_join(known, wanted, rollouts, inputs.path, packed, [*extra_columns, *prompts[1]], prompts[0])
+    if compared:
+        _reject_other_prompts(plan, inputs.path, rollouts.path)
+        plan = plan.drop("rollout_prompt", "input_prompt")
+    return plan
+
+
+def _packed_join(
+    known: pl.DataFrame,
+    wanted: pl.DataFrame,
+    rollouts: KeyIndex,
+    inputs_path: Path,
+    packed: list[np.ndarray],
+    input_columns: list[str],
+    rollout_columns: list[str],
+) -> pl.DataFrame:
     known_keys, wanted_keys = packed
-    del packed  # else the two arrays outlive the `del`s below: 16 MB at a million rows, at the join's peak
+    packed.clear()  # else the two arrays outlive the `del`s below: 16 MB at a million rows, at the join's peak
     # Indexes already in key order (materialized inputs as NeMo Gym writes them, the prefetched rollouts) are
     # searched and taken as they are.
     known_order = None if is_sorted(known_keys) else np.argsort(known_keys, kind="stable")
     at, found = positions_in(known_keys if known_order is None else known_keys[known_order], wanted_keys)
     del known_keys
     if not found.all():
-        _reject_missing(wanted.filter(pl.Series(~found)), rollouts.path, inputs.path)
+        _reject_missing(wanted.filter(pl.Series(~found)), rollouts.path, inputs_path)
     plan_order = None if is_sorted(wanted_keys) else np.argsort(wanted_keys, kind="stable")
     del wanted_keys
     input_rows = at if plan_order is None else at[plan_order]
@@ -136,18 +187,21 @@ def join_rollouts_to_inputs(inputs: KeyIndex, rollouts: KeyIndex) -> pl.DataFram
     # As polars' own row numbers: gathering by an int64 numpy array converts it on the way, 4 MB more.
     rows = pl.Series(input_rows.astype(ROW_NUMBER_DTYPE))
     del input_rows
-    matched = known.select("input_offset", "input_line", *extra_columns)[rows]
+    matched = known.select("input_offset", "input_line", *input_columns)[rows]
     del rows
-    ordered = wanted.select("task", "rollout", "rollout_offset", "rollout_line")
+    ordered = wanted.select("task", "rollout", "rollout_offset", "rollout_line", *rollout_columns)
     if plan_order is not None:
         ordered = ordered[plan_order]
-    return pl.concat([ordered, matched], how="horizontal").select(
-        "task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", *extra_columns
-    )
+    return pl.concat([ordered, matched], how="horizontal").select(*PLAN_COLUMNS, *input_columns, *rollout_columns)
 
 
 def _hash_join(
-    known: pl.DataFrame, wanted: pl.DataFrame, rollouts: KeyIndex, inputs_path: Path, extra_columns: list[str]
+    known: pl.DataFrame,
+    wanted: pl.DataFrame,
+    rollouts: KeyIndex,
+    inputs_path: Path,
+    input_columns: list[str],
+    rollout_columns: list[str],
 ) -> pl.DataFrame:
     """The join for keys too far apart to pack into one integer; polars' hash join costs more memory."""
     missing = wanted.join(known, on=KEY_COLUMNS, how="anti")
@@ -155,8 +209,57 @@ def _hash_join(
         _reject_missing(missing, rollouts.path, inputs_path)
     return (
         wanted.join(known, on=KEY_COLUMNS, how="inner")
-        .select("task", "rollout", "input_offset", "input_line", "rollout_offset", "rollout_line", *extra_columns)
+        .select(*PLAN_COLUMNS, *input_columns, *rollout_columns)
         .sort(KEY_COLUMNS)
+    )
+
+
+def mismatched_prompts(pairs: pl.DataFrame, expected: str, found: str, *, whole: bool = False) -> pl.DataFrame:
+    """The rows of ``pairs`` whose fingerprints (``rollout_identity``) in columns ``expected`` (an input row's)
+    and ``found`` (its rollout's) are not of one prompt, both known: the same prompt through the first user
+    message, or where the input row has none (an environment that writes the user's turn at rollout time:
+    user simulators, text games), the same messages before it. ``whole``: the same fingerprint."""
+    expected_column, found_column = pl.col(expected), pl.col(found)
+    split = 1 << USER_SHIFT  # the fingerprints are never negative: // and % split them
+    if whole:
+        same = expected_column == found_column
+    else:
+        same = (
+            pl.when(expected_column % split == 0)
+            .then(expected_column // split == found_column // split)
+            .otherwise(expected_column == found_column)
+        )
+    known = (expected_column != NO_PROMPT) & (found_column != NO_PROMPT)
+    return pairs.filter(~same & known)
+
+
+RECHECKED = 1000  # mismatched pairs read again before the count is trusted
+
+
+def _reject_other_prompts(plan: pl.DataFrame, inputs_path: Path, rollouts_path: Path) -> None:
+    """Raises when a pair's prompts differ (a row without a prompt is not compared). The first mismatches are
+    read again and fingerprinted row by row; should one of them turn out the same prompt (see
+    ``rollout_identity.confirmed_mismatches``), every one is."""
+    mismatched = mismatched_prompts(plan, "input_prompt", "rollout_prompt").sort("rollout_line")
+    if mismatched.is_empty():
+        return
+    sides = PromptSide("inputs", inputs_path, "input"), PromptSide("rollouts", rollouts_path, "rollout")
+    checked = mismatched.head(RECHECKED).to_dicts()
+    confirmed = confirmed_mismatches(checked, *sides)
+    if len(confirmed) < len(checked) < mismatched.height:
+        confirmed = confirmed_mismatches(mismatched.to_dicts(), *sides)
+        count = len(confirmed)
+    else:
+        count = mismatched.height - (len(checked) - len(confirmed))
+    if not confirmed:
+        return
+    raise prompt_mismatch_error(
+        f"{count} of {plan.height} rollouts in {rollouts_path} were not produced from the row of the same key in "
+        f"the materialized inputs {inputs_path}: their prompts (responses_create_params.input) differ. Most "
+        "likely the two files come from different datasets or runs: pass the inputs the rollouts were collected "
+        "from.",
+        confirmed[:SHOWN_MISMATCHES],
+        *sides,
     )
 
 

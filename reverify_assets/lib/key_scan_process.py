@@ -34,6 +34,7 @@ from reverify_assets.lib.route_fields import RouteTable
 
 # "carried": rollouts whose rows are carried over as they are (judge recovery's successes): no response needed.
 KINDS = ("inputs", "rollouts", "carried")
+PROMPTED = ("inputs", "rollouts")  # the two sides of the join, whose prompts it compares (``rollout_identity``)
 ORPHANED = 3  # the exit status of a scan whose caller died: nobody reads it
 REMOVE_PASSES = 3  # of the scratch folder, when the caller died (see _remove)
 
@@ -114,12 +115,15 @@ def write_columns(path: Path, kind: str, limit: int | None, output: Path) -> Non
     summary: dict[str, object]
     with open(output, "wb") as fh:
         try:
-            for block in key_column_blocks(path, routes=routes, require_response=kind == "rollouts", limit=limit):
+            blocks = key_column_blocks(
+                path, routes=routes, prompts=kind in PROMPTED, require_response=kind == "rollouts", limit=limit
+            )
+            for block in blocks:
                 fh.write(block.rows.to_bytes(8, "little"))
                 for values in block.arrays:
                     values.tofile(fh)
                 rows += block.rows
-            summary = {"rows": rows, "routes": None if routes is None else routes.routes}
+            summary = {"rows": rows, "routes": None if routes is None else routes.routes, "prompts": kind in PROMPTED}
         except ExactScanNeeded:
             summary = {"exact": True}
     temporary = _unfinished_summary_of(output)
@@ -140,7 +144,7 @@ def read_columns(output: Path) -> KeyColumns | None:
     if summary.get("exact"):
         return None
     rows, routes = summary["rows"], summary["routes"]
-    columns = KeyColumns(array("q"), array("q"), array("q"), None if routes is None else array("i"), routes)
+    columns = KeyColumns(array("q"), array("q"), array("q"), array("q"), None if routes is None else array("i"), routes)
     with open(output, "rb") as fh:
         while count := fh.read(8):
             block_rows = int.from_bytes(count, "little")

@@ -30,6 +30,7 @@ from reverify_assets.lib.judge_recovery import RECOVERABLE_CLASSES, index_judge_
 from reverify_assets.lib.keys import RolloutKey, row_key
 from reverify_assets.lib.result_routing import FAILURE_CLASS_FIELD
 from reverify_assets.lib.resume_cache import max_attempts_from, read_cache, skip_counts
+from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
 from reverify_assets.lib.token_estimate import TokenCounter
 from reverify_assets.pipeline.options import RunOptions
 from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
@@ -79,7 +80,7 @@ def take_census(options: RunOptions, setup: VerifierSetup) -> Census:
     else:
         failures = index_rollouts(options.rollouts, limit=options.limit)
         rows_source = options.rollouts
-    plan = join_and_route(inputs, failures, setup.topology)
+    plan = join_and_route(inputs, failures, setup.topology, check_prompts=not allows_prompt_mismatch(setup.config))
     if options.resume or options.append:
         plan = _unsettled(plan, options, census)
     judges = {name: block for name, block in setup.topology.servers.items() if _is_judge(block, setup.config)}

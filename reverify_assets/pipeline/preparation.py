@@ -96,7 +96,8 @@ def inputs_index_frame(index: InputsIndex) -> pl.DataFrame:
 def index_inputs(path: Path, *, reject_duplicates: bool = True) -> InputsIndex:
     """The materialized inputs' key index, with each row's route, scanned now (``startup_prefetch.scan_inputs``
     takes the start-up's instead, when it made one)."""
-    return inputs_index_of(path, scan_key_columns(path, with_routes=True), reject_duplicates=reject_duplicates)
+    columns = scan_key_columns(path, with_routes=True, with_prompts=True)
+    return inputs_index_of(path, columns, reject_duplicates=reject_duplicates)
 
 
 def inputs_index_of(path: Path, columns: KeyColumns | None, *, reject_duplicates: bool = True) -> InputsIndex:
@@ -116,7 +117,7 @@ def _scan_inputs_by_line(path: Path, *, reject_duplicates: bool) -> InputsIndex:
     def remember_route(entry: JsonlLine, _: RolloutKey) -> None:
         per_row.append(table.id_of(route_fields(entry.row)))
 
-    keys = scan_keys(path, check=remember_route, reject_duplicates=reject_duplicates)
+    keys = scan_keys(path, check=remember_route, reject_duplicates=reject_duplicates, with_prompts=True)
     return InputsIndex(keys, pl.Series("route", per_row, dtype=pl.Int32), table.routes)
 
 
@@ -125,7 +126,7 @@ def index_rollouts(
 ) -> KeyIndex:
     """The rollouts' key index, in file order, scanned now (``startup_prefetch.scan_rollouts`` takes the start-up's,
     in key order, when it made one). ``require_response`` False: rows only carried over, never re-verified."""
-    columns = scan_key_columns(path, require_response=require_response, limit=limit)
+    columns = scan_key_columns(path, with_prompts=require_response, require_response=require_response, limit=limit)
     return rollouts_index_of(
         path, columns, limit=limit, reject_duplicates=reject_duplicates, require_response=require_response
     )
@@ -148,7 +149,9 @@ def rollouts_index_of(
             if not has_response(entry.row):
                 raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
-        return scan_keys(path, check=has_a_response, limit=limit, reject_duplicates=reject_duplicates)
+        return scan_keys(
+            path, check=has_a_response, limit=limit, reject_duplicates=reject_duplicates, with_prompts=True
+        )
     return key_index_of(path, columns, reject_duplicates=reject_duplicates)
 
 
@@ -158,12 +161,18 @@ def rollouts_scan_limit(limit: int | None, judge_failed_only: bool) -> int | Non
 
 
 def join_and_route(
-    inputs: InputsIndex, rollouts: KeyIndex, topology: Topology, *, keep_route: bool = False
+    inputs: InputsIndex,
+    rollouts: KeyIndex,
+    topology: Topology,
+    *,
+    keep_route: bool = False,
+    check_prompts: bool = True,
 ) -> pl.DataFrame:
     """The join plan (see ``join_rollouts_to_inputs``) with the server instance of each row; ``keep_route``: and
-    the id of its routing fields (``inputs.routes``), which the verify step does not need."""
+    the id of its routing fields (``inputs.routes``), which the verify step does not need. ``check_prompts``:
+    refuse rollouts whose prompt is not their input row's (off by ``allow_prompt_mismatch``)."""
     keyed_inputs = KeyIndex(inputs.keys.path, inputs.keys.frame.with_columns(inputs.route_of_row))
-    plan = join_rollouts_to_inputs(keyed_inputs, rollouts)
+    plan = join_rollouts_to_inputs(keyed_inputs, rollouts, check_prompts=check_prompts)
     servers = [topology.server_for(route) for route in _used_routes(plan, inputs.routes)]
     route_to_server = {route_id: server for route_id, server in zip(_used_route_ids(plan), servers, strict=True)}
     # An enum, not strings: at a million rows a string column held 16 MB through the whole verify step.

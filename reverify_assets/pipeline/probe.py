@@ -17,6 +17,7 @@ import polars as pl
 
 from reverify_assets.compare.probe_report import SHOWN_KEYS, Disagreement, ProbeReport, pair_agreement, verdict
 from reverify_assets.lib.keys import RolloutKey
+from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
 from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
 from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
 from reverify_assets.pipeline.row_source import PairReader
@@ -30,7 +31,13 @@ def run_probe(
     setup: VerifierSetup, inputs: Path, rollouts: Path, *, size: int, seed: int, concurrency: int, work: Path
 ) -> ProbeReport:
     index = index_inputs(inputs)
-    plan = join_and_route(index, index_rollouts(rollouts), setup.topology, keep_route=True)
+    plan = join_and_route(
+        index,
+        index_rollouts(rollouts),
+        setup.topology,
+        keep_route=True,
+        check_prompts=not allows_prompt_mismatch(setup.config),
+    )
     agents = {route_id: _agent(route) for route_id, route in enumerate(index.routes)}
     plan = plan.with_columns(pl.col("route").replace_strict(agents, return_dtype=pl.String).alias(AGENT_COLUMN))
     sample = sample_plan(plan, size, seed, strata=AGENT_COLUMN)

@@ -33,6 +33,7 @@ from reverify_assets.lib.key_columns import KeyColumns
 from reverify_assets.lib.key_index import KeyIndex
 from reverify_assets.lib.key_scan_process import ScanFailed, ScanProcess
 from reverify_assets.lib.prefetch import PrefetchedWork
+from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
 from reverify_assets.lib.sorted_keys import take_sorted_by_key
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
@@ -227,7 +228,12 @@ class PrefetchedInputs:
 
             def join() -> pl.DataFrame:
                 inputs_index.result()  # its error, if the scan failed
-                return join_and_route(for_the_join.get(), rollouts_index.result(), setup.topology)
+                return join_and_route(
+                    for_the_join.get(),
+                    rollouts_index.result(),
+                    setup.topology,
+                    check_prompts=not allows_prompt_mismatch(setup.config),
+                )
 
             plan_key = _plan_key(self.inputs, self.rollouts, self.limit, setup.config_hash)
             self._keys.append(plan_key)

@@ -17,6 +17,10 @@ from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_a
 from reverify_assets.lib.key_index import KeyIndex
 from reverify_assets.pipeline.preparation import InputsIndex, index_inputs, index_rollouts, inputs_index_frame
 
+# Folded into every entry's name: an index of an older layout is never read, but made anew. 2: with each row's
+# prompt fingerprint, which the shard's join compares (lib.rollout_identity).
+INDEX_LAYOUT = 2
+
 
 @dataclass(frozen=True)
 class IndexCache:
@@ -26,7 +30,8 @@ class IndexCache:
         stat = path.stat()
         # ctime and inode too: `cp -p`, rsync -a and tar restore mtime, but nothing can set ctime.
         fingerprint = (
-            f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{kind}".encode()
+            f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{kind}|"
+            f"{INDEX_LAYOUT}".encode()
         )
         return self.folder / hashlib.sha256(fingerprint).hexdigest()[:24]
 

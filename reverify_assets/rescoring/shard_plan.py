@@ -27,8 +27,11 @@ class ShardPlan:
         return not self.duplicate_keys.is_empty()
 
 
-def plan_shard(inputs: InputsIndex, rollouts: KeyIndex, tasks: tuple[int, int], topology: Topology) -> ShardPlan:
-    """Rows of tasks ``[tasks[0], tasks[1])``; rows with a problem are left out of the plan and reported."""
+def plan_shard(
+    inputs: InputsIndex, rollouts: KeyIndex, tasks: tuple[int, int], topology: Topology, *, check_prompts: bool = True
+) -> ShardPlan:
+    """Rows of tasks ``[tasks[0], tasks[1])``; rows with a problem are left out of the plan and reported. A
+    rollout whose prompt is not its input row's fails the shard (``check_prompts``: see ``join_and_route``)."""
     in_range = (pl.col("task") >= tasks[0]) & (pl.col("task") < tasks[1])
     shard_inputs = inputs.keys.frame.with_columns(inputs.route_of_row).filter(in_range)
     shard_rollouts = rollouts.frame.filter(in_range)
@@ -41,6 +44,7 @@ def plan_shard(inputs: InputsIndex, rollouts: KeyIndex, tasks: tuple[int, int], 
         InputsIndex(KeyIndex(inputs.keys.path, clean_inputs.drop("route")), clean_inputs["route"], inputs.routes),
         KeyIndex(rollouts.path, joinable),
         topology,
+        check_prompts=check_prompts,
     )
     return ShardPlan(plan, shard_rollouts.height, missing, duplicates)
 

@@ -16,6 +16,7 @@ from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_a
 from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.lib.key_index import KEY_COLUMNS
 from reverify_assets.lib.resume_cache import max_attempts_from
+from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
 from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.verification import VerificationResult, VerifyStep, run_verification
@@ -65,7 +66,13 @@ def plan_shard_files(layout: RescoringLayout, setup: VerifierSetup, shard: str) 
     source_name, number = parse_shard_key(shard)
     source = source_by_id(layout.spec, source_name)
     cache, tasks = layout.index_cache, task_range(number, layout.spec.shard_tasks)
-    plan = plan_shard(cache.inputs(source.inputs), cache.rollouts(source.rollouts), tasks, setup.topology)
+    plan = plan_shard(
+        cache.inputs(source.inputs),
+        cache.rollouts(source.rollouts),
+        tasks,
+        setup.topology,
+        check_prompts=not allows_prompt_mismatch(setup.config),
+    )
     target = layout.plan(shard)
     target.parent.mkdir(parents=True, exist_ok=True)
     write_parquet_atomic(plan.plan, target)

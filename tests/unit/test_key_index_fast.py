@@ -39,7 +39,7 @@ def exact_rollouts(path: Path, limit: int | None = None) -> pl.DataFrame:
         if not has_response(entry.row):
             raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
 
-    return scan_keys(path, check=require_response, limit=limit).frame
+    return scan_keys(path, check=require_response, limit=limit, with_prompts=True).frame
 
 
 def outcome(scan: Callable[[], object]) -> object:
@@ -249,7 +249,9 @@ def test_the_scan_process_file_holds_what_the_scan_gives(
     monkeypatch.setattr(key_columns, "BLOCK_BYTES", 200)  # a few rows a block
     output = tmp_path / "f.keys"
     key_scan_process.write_columns(path, kind, limit, output)
-    expected = scan_key_columns(path, with_routes=kind == "inputs", require_response=kind == "rollouts", limit=limit)
+    expected = scan_key_columns(
+        path, with_routes=kind == "inputs", with_prompts=True, require_response=kind == "rollouts", limit=limit
+    )
     assert key_scan_process.read_columns(output) == expected
     assert expected is not None and expected.rows == (limit or 12)
 
