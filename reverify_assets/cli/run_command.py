@@ -24,7 +24,8 @@ from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.partition_keys import output_partition_key
 from reverify_assets.lib.prefetch import PrefetchedWork, start_import
 from reverify_assets.lib.resume_cache import max_attempts_from
-from reverify_assets.lib.rollout_identity import ALLOW_KEY, allows_prompt_mismatch, first_rows_disagree
+from reverify_assets.lib.rollout_identity import ALLOW_KEY, allows_prompt_mismatch
+from reverify_assets.lib.rollout_mismatch import first_rows_disagree
 from reverify_assets.lib.source_files import check_source_file
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.output_files import check_fresh_output, check_sources_kept
@@ -152,7 +153,7 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
     # Rollouts of another dataset are refused before a server starts: when the first rows already disagree, none
     # is started ahead, and the join's error (with its count of mismatches) ends the start-up.
     other_dataset = join_with is not None and not allows_prompt_mismatch(setup.config)
-    other_dataset = other_dataset and first_rows_disagree(options.inputs, options.rollouts)
+    other_dataset = other_dataset and first_rows_disagree(options.inputs, options.rollouts, options.limit)
     blocks = [] if other_dataset else list(setup.topology.servers.values())
     with prestarted_servers(blocks, setup.config) as servers, prefetched:
         # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that

@@ -17,14 +17,8 @@ from reverify_assets.compare.side_index import RESPONSE_COLUMN
 from reverify_assets.lib.jsonl import read_row_at
 from reverify_assets.lib.key_index import KEY_COLUMNS, PROMPT_COLUMN, KeyIndex, mismatched_prompts
 from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.rollout_identity import (
-    ALLOW_FLAG,
-    SHOWN_MISMATCHES,
-    PromptSide,
-    prompt_mismatch_error,
-    prompt_text,
-    response_text,
-)
+from reverify_assets.lib.rollout_identity import ALLOW_FLAG, prompt_text, response_text
+from reverify_assets.lib.rollout_mismatch import SHOWN_MISMATCHES, PromptSide, prompt_mismatch_error
 
 Row = dict[str, Any]
 
@@ -60,7 +54,9 @@ def refuse_other_rollouts(joined: pl.DataFrame, baseline: Path, candidate: Path)
     for part, shown in (("prompt", prompt_text), ("response", response_text)):
         if f"baseline_{part}" not in both.columns or f"candidate_{part}" not in both.columns:
             continue
-        mismatched = mismatched_prompts(both, f"baseline_{part}", f"candidate_{part}", whole=part == "response")
+        mismatched = mismatched_prompts(
+            both, f"baseline_{part}", f"candidate_{part}", whole=part == "response", either=True
+        )
         if not mismatched.is_empty():
             raise prompt_mismatch_error(
                 f"{mismatched.height} of the {both.height} keys in both {baseline} and {candidate} hold different "

@@ -116,7 +116,7 @@ def rollout_health_result(outcome: HealthOutcome | None) -> dg.AssetCheckResult:
             passed=not failed,
             severity=dg.AssetCheckSeverity.WARN,
             description=why,
-            metadata={"checked": 0, "ran": failed},
+            metadata={"checked": 0, "failed": failed},
         )
     health = outcome.health
     return dg.AssetCheckResult(

@@ -13,7 +13,8 @@ capture, a format NeMo Gym owns and is still extending: a port would be a second
 the one users compare against. Without NeMo Gym the aggregate says once that the checks were not run, and how
 to have them.
 
-NeMo Gym writes the two reports into a scratch folder beside the output, and they are moved into place whole.
+NeMo Gym writes the two reports into a scratch folder beside the output, and they are moved into place whole; the
+reports of the aggregate before are removed first, so that a pair beside the output is this one's or none.
 Checks that crash do not fail the aggregate: NeMo Gym logs the crash and keeps its artifacts, and so do we.
 """
 
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from reverify_assets.errors import ReverifyError
 from reverify_assets.gym.installation import PYTHON_ENV, PYTHON_KEY, find_python
 from reverify_assets.lib.atomic_files import move_into_place
+from reverify_assets.lib.file_names import ROLLOUT_VERDICTS
 from reverify_assets.lib.parent_death import die_with_parent
 
 log = logging.getLogger("reverify")
@@ -43,7 +45,6 @@ log = logging.getLogger("reverify")
 RUNNER = Path(__file__).with_name("rollout_health_runner.py")  # run by NeMo Gym's Python, not imported
 CANNOT_READ, NOT_AVAILABLE = 3, 4  # the runner's exit statuses besides 0 and a crash's 1
 QUALITY_SUMMARY = "quality_summary.json"
-ROLLOUT_VERDICTS = "rollout_verdicts.jsonl"
 # NeMo Gym 0.7.0's CHECK_REGISTRY (nemo_gym/health/checks.py), in its order: --health-check-ignore is checked
 # against it before anything runs, where NeMo Gym's own check would come only after the merge.
 HEALTH_CHECK_IDS = (
@@ -62,13 +63,13 @@ HEALTH_CHECK_IDS = (
     "task_consistently_unhealthy",
     "task_no_successful_model_calls",
 )
+FAILED = "Rollout health checks failed after aggregation; aggregate artifacts are still available"  # NeMo Gym's
 SETTINGS_KEYS = ("disable_health_check", "health_check_workers", "health_check_ignored_checks")
 NOT_CHECKED = (
     "Rollout health: not checked: NeMo Gym's checks need its Python, and none was found (`gym` on PATH, "
     f"./.venv, ${PYTHON_ENV} or `{PYTHON_KEY}` in the config). Install nemo-gym 0.7.0 to have "
     "gym eval aggregate's quality_summary.json and rollout_verdicts.jsonl, or pass --no-health-check."
 )
-TOP_FINDINGS = 5
 
 
 class HealthCheckSettings(BaseModel):
@@ -174,9 +175,16 @@ class RolloutHealthCheck:
         """NeMo Gym's checks of ``rollouts``, their reports written into ``report_dir``."""
         if self.python is None:
             return HealthOutcome((NOT_CHECKED,))
+        report_dir = report_dir.absolute()
+        for report in (report_dir / ROLLOUT_VERDICTS, report_dir / QUALITY_SUMMARY):
+            report.unlink(missing_ok=True)  # of the aggregate before: they describe rows no longer there
         scratch = Path(tempfile.mkdtemp(prefix=".rollout-health-", dir=report_dir))
         try:
             return self._run(self.python, rollouts, report_dir, scratch)
+        except OSError as exc:  # NeMo Gym's Python gone, a report that cannot be moved: the aggregate stands
+            return _failed(
+                f"Rollout health checks failed after aggregation; aggregate artifacts are still available ({exc})"
+            )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -188,7 +196,8 @@ class RolloutHealthCheck:
             "ignored": list(self.settings.health_check_ignored_checks),
         }
         done = subprocess.run(
-            [str(python), str(RUNNER), json.dumps(request)],
+            [str(python), str(RUNNER)],
+            input=json.dumps(request),  # on stdin: thousands of shard paths would pass the limit of one argument
             capture_output=True,
             text=True,
             check=False,
@@ -204,9 +213,7 @@ class RolloutHealthCheck:
         run = _run_block(done.stdout) if done.returncode == 0 else None
         if run is None:
             log.info("reverify: NeMo Gym's rollout health checks ended (status %d):\n%s", done.returncode, done.stderr)
-            return _failed(
-                f"Rollout health checks failed after aggregation; aggregate artifacts are still available ({last})"
-            )
+            return _failed(f"{FAILED} ({last})")
         health = RolloutHealth(report_dir / QUALITY_SUMMARY, report_dir / ROLLOUT_VERDICTS, run)
         move_into_place(scratch / ROLLOUT_VERDICTS, health.verdicts)
         move_into_place(scratch / QUALITY_SUMMARY, health.summary)

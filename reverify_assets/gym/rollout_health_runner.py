@@ -1,7 +1,7 @@
 """Run by NeMo Gym's Python, never imported by reverify: NeMo Gym's own rollout health checks on rollout files.
 
-    <nemo-gym python> rollout_health_runner.py '{"paths": [...], "output_dir": ..., "workers": N|null,
-                                                 "ignored": [...]}'
+    <nemo-gym python> rollout_health_runner.py < '{"paths": [...], "output_dir": ..., "workers": N|null,
+                                                   "ignored": [...]}'
 
 ``nemo_gym.rollout_health.run_health_checks`` writes ``quality_summary.json`` and ``rollout_verdicts.jsonl`` into
 ``output_dir``, and the last line on stdout is the summary's ``run`` block as JSON (its ``tasks`` block, one entry
@@ -18,7 +18,7 @@ NOT_AVAILABLE = 4  # a NeMo Gym older than 0.7.0, which has no rollout health ch
 
 
 def main() -> int:
-    request = json.loads(sys.argv[1])
+    request = json.loads(sys.stdin.read())
     try:
         from nemo_gym.rollout_health import run_health_checks
     except ImportError as exc:

@@ -27,9 +27,13 @@ def unsafe_path(output: Path) -> Path:
     return output.with_name(f"{UNSAFE_PREFIX}{output.name}")
 
 
+# NeMo Gym's rollout health report beside a merged output (gym.rollout_health): one row a rollout, keyed like one.
+ROLLOUT_VERDICTS = "rollout_verdicts.jsonl"
+
+
 def is_auxiliary_jsonl(path: Path) -> bool:
-    """A sidecar or a materialized-inputs file: never a shard of results."""
-    return path.stem.endswith((FAILURES_SUFFIX, MATERIALIZED_INPUTS_SUFFIX))
+    """A sidecar, a materialized-inputs file or a health report: never a shard of results."""
+    return path.stem.endswith((FAILURES_SUFFIX, MATERIALIZED_INPUTS_SUFFIX)) or path.name == ROLLOUT_VERDICTS
 
 
 @dataclass(frozen=True)

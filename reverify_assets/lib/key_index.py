@@ -20,13 +20,11 @@ from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import JsonlLine, iter_jsonl
 from reverify_assets.lib.key_columns import KeyColumns
 from reverify_assets.lib.keys import RolloutKey, describe_key, row_key
-from reverify_assets.lib.rollout_identity import (
-    NO_PROMPT,
+from reverify_assets.lib.rollout_identity import NO_TEXT, USER_SHIFT, prompt_fingerprint
+from reverify_assets.lib.rollout_mismatch import (
     SHOWN_MISMATCHES,
-    USER_SHIFT,
     PromptSide,
     confirmed_mismatches,
-    prompt_fingerprint,
     prompt_mismatch_error,
 )
 from reverify_assets.lib.sorted_keys import (
@@ -143,17 +141,16 @@ def join_rollouts_to_inputs(inputs: KeyIndex, rollouts: KeyIndex, *, check_promp
     extra_columns = [name for name in inputs.frame.columns if name not in INDEX_SCHEMA and name != PROMPT_COLUMN]
     wanted = rollouts.frame.rename({"offset": "rollout_offset", "line": "rollout_line"})
     known = inputs.frame.rename({"offset": "input_offset", "line": "input_line"})
+    input_prompts, rollout_prompts = (["input_prompt"], ["rollout_prompt"]) if compared else ([], [])
     if compared:
-        wanted, known = (
-            wanted.rename({PROMPT_COLUMN: "rollout_prompt"}),
-            known.rename({PROMPT_COLUMN: "input_prompt"}),
-        )
-    prompts = (["rollout_prompt"], ["input_prompt"]) if compared else ([], [])
+        wanted = wanted.rename({PROMPT_COLUMN: "rollout_prompt"})
+        known = known.rename({PROMPT_COLUMN: "input_prompt"})
+    input_columns = [*extra_columns, *input_prompts]
     packed = packed_keys([known, wanted])
     if packed is None:
-        plan = _hash_join(known, wanted, rollouts, inputs.path, [*extra_columns, *prompts[1]], prompts[0])
+        plan = _hash_join(known, wanted, rollouts, inputs.path, input_columns, rollout_prompts)
     else:
-        plan = _packed_join(known, wanted, rollouts, inputs.path, packed, [*extra_columns, *prompts[1]], prompts[0])
+        plan = _packed_join(known, wanted, rollouts, inputs.path, packed, input_columns, rollout_prompts)
     if compared:
         _reject_other_prompts(plan, inputs.path, rollouts.path)
         plan = plan.drop("rollout_prompt", "input_prompt")
@@ -214,22 +211,28 @@ def _hash_join(
     )
 
 
-def mismatched_prompts(pairs: pl.DataFrame, expected: str, found: str, *, whole: bool = False) -> pl.DataFrame:
+def mismatched_prompts(
+    pairs: pl.DataFrame, expected: str, found: str, *, whole: bool = False, either: bool = False
+) -> pl.DataFrame:
     """The rows of ``pairs`` whose fingerprints (``rollout_identity``) in columns ``expected`` (an input row's)
     and ``found`` (its rollout's) are not of one prompt, both known: the same prompt through the first user
-    message, or where the input row has none (an environment that writes the user's turn at rollout time:
-    user simulators, text games), the same messages before it. ``whole``: the same fingerprint."""
+    message, or where the input row has none (an environment that writes the user's turn at rollout time: user
+    simulators, text games), the same messages before it. ``either``: where either has none (two scorings, of
+    which one may be the rollouts themselves). ``whole``: the same fingerprint."""
     expected_column, found_column = pl.col(expected), pl.col(found)
     split = 1 << USER_SHIFT  # the fingerprints are never negative: // and % split them
     if whole:
         same = expected_column == found_column
     else:
+        no_user = expected_column % split == 0
+        if either:
+            no_user = no_user | (found_column % split == 0)
         same = (
-            pl.when(expected_column % split == 0)
+            pl.when(no_user)
             .then(expected_column // split == found_column // split)
             .otherwise(expected_column == found_column)
         )
-    known = (expected_column != NO_PROMPT) & (found_column != NO_PROMPT)
+    known = (expected_column != NO_TEXT) & (found_column != NO_TEXT)
     return pairs.filter(~same & known)
 
 

@@ -109,7 +109,8 @@ class ScanProcess:
 def write_columns(path: Path, kind: str, limit: int | None, output: Path) -> None:
     """Scan ``path`` and write its columns to ``output`` block by block (the row count, then each column), so
     that this process holds one block's rows at a time; then the summary beside it (see ``summary_of``),
-    written last, under a temporary name until whole: ``{"rows", "routes"}``, or ``{"exact": true}``."""
+    written last, under a temporary name until whole: ``{"rows", "routes", "prompts"}`` (``prompts``: whether the
+    columns hold the rows' prompt fingerprints), or ``{"exact": true}``."""
     routes = RouteTable() if kind == "inputs" else None
     rows = 0
     summary: dict[str, object]
@@ -144,7 +145,8 @@ def read_columns(output: Path) -> KeyColumns | None:
     if summary.get("exact"):
         return None
     rows, routes = summary["rows"], summary["routes"]
-    columns = KeyColumns(array("q"), array("q"), array("q"), array("q"), None if routes is None else array("i"), routes)
+    prompts = array("q") if summary["prompts"] else None
+    columns = KeyColumns(array("q"), array("q"), array("q"), prompts, None if routes is None else array("i"), routes)
     with open(output, "rb") as fh:
         while count := fh.read(8):
             block_rows = int.from_bytes(count, "little")

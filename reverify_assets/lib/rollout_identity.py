@@ -17,9 +17,8 @@ rows again, to show the difference. A row without a prompt (no ``responses_creat
 fingerprint 0 and is never compared. ``allow_prompt_mismatch`` (``--allow-prompt-mismatch``) turns the check
 off, for an agent that rewrites its prompt.
 
-``reverify run`` compares its files' first rows before it starts any server (``first_rows_disagree``): a whole
-file of another dataset is refused without a server started; a mismatch further in is found by the join at the
-end of the start-up, before any row is sent and before anything is written.
+What a mismatch then does (read again, confirmed, shown as a diff; the first rows compared before any server
+starts) is ``rollout_mismatch``'s.
 
 Two scorings of the same rollouts (``reverify compare``) carry the prompt of the same input row, whatever
 rollouts they scored: there the response's text (``response.output``, fingerprinted the same way) tells
@@ -28,20 +27,13 @@ whether two rows are of one rollout.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-import orjson
 import simdjson
 from xxhash import xxh3_64_intdigest
 
-from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.keys import describe_key
-
-NO_PROMPT = 0
+NO_TEXT = 0  # the fingerprint of a row without a prompt (or a response), never compared
 ALLOW_KEY = "allow_prompt_mismatch"  # a top-level config knob, as merge_shards is
 ALLOW_FLAG = "--allow-prompt-mismatch"
 PROMPT_FIELD, INPUT_FIELD, TASK_INPUT_FIELD = "responses_create_params", "input", "task_input"
@@ -52,12 +44,9 @@ _ITEM_FIELDS = ("name", "arguments", "output")
 RESPONSE_FIELD, OUTPUT_FIELD, SUMMARY_FIELD = "response", "output", "summary"
 USER = "user"
 USER_SHIFT = 31  # a prompt fingerprint's low bits are its first user message's
-_USER_BITS = (1 << USER_SHIFT) - 1
+USER_BITS = (1 << USER_SHIFT) - 1
 _OBJECTS = (dict, simdjson.Object)
 _ARRAYS = (list, simdjson.Array)
-SHOWN_MISMATCHES = 3
-DIFF_LINES = 12
-DIFF_WIDTH = 160
 
 
 def allows_prompt_mismatch(config: Mapping[str, Any]) -> bool:
@@ -112,7 +101,7 @@ def _strings(container: Any, fields: tuple[str, ...]) -> Iterator[str]:
 
 def prompt_fingerprint(row: Any) -> int:
     """The fingerprint of a row's prompt (see the module doc), a signed 64-bit integer: 32 bits of what comes
-    before the first user message, then 31 of that message (0 when there is none); NO_PROMPT for a row without a
+    before the first user message, then 31 of that message (0 when there is none); NO_TEXT for a row without a
     prompt. ``key_index.mismatched_prompts`` compares them. Each part is hashed by XXH3 seeded with the digest
     of the parts before it: one call a part, and ["ab"] is not ["a", "b"]. The key scans take ``PromptShape``'s
     short way to the same fingerprint."""
@@ -125,7 +114,7 @@ def _walked(row: Any) -> tuple[int, int | None]:
     if type(items) is str:
         return _packed(0, _hashed(items, 0)), None
     if type(items) not in _ARRAYS:
-        return NO_PROMPT, None
+        return NO_TEXT, None
     digest = head = 0
     for at, item in enumerate(items):
         if type(item) not in _OBJECTS:
@@ -142,7 +131,7 @@ def _walked(row: Any) -> tuple[int, int | None]:
                 digest = _hashed(part, digest)
         if role == USER:
             return _packed(head, digest), at
-    return _packed(digest, 0), None
+    return _packed(digest, None), None
 
 
 class PromptShape:
@@ -172,7 +161,7 @@ class PromptShape:
                     for pointer in self._head:
                         head = xxh3_64_intdigest(row.at_pointer(pointer).get("content").encode(), head)
                     digest = xxh3_64_intdigest(item.get("content").encode(), 0)
-                    return (head >> 32 or (1 if head else 0)) << USER_SHIFT | (digest & _USER_BITS or 1)
+                    return (head >> 32 or (1 if head else 0)) << USER_SHIFT | (digest & USER_BITS or 1)
             except (KeyError, TypeError, IndexError, AttributeError, UnicodeEncodeError):
                 pass  # no such item, a content that is not text, a lone surrogate: walked
         fingerprint, user_at = _walked(row)
@@ -185,13 +174,13 @@ class PromptShape:
 
 
 def response_fingerprint(row: Mapping[str, Any]) -> int:
-    """The fingerprint of the text of a row's response (its ``output`` items, as a prompt's parts); NO_PROMPT if
+    """The fingerprint of the text of a row's response (its ``output`` items, as a prompt's parts); NO_TEXT if
     it has none. Two are the same response when equal."""
     response = row.get(RESPONSE_FIELD)
     digest = 0
     for part in text_parts(response.get(OUTPUT_FIELD) if isinstance(response, dict) else None):
         digest = _hashed(part, digest)
-    return digest >> 1 or (1 if digest else NO_PROMPT)
+    return digest >> 1 or (1 if digest else NO_TEXT)
 
 
 def _hashed(text: str, seed: int) -> int:
@@ -203,10 +192,11 @@ def _hashed(text: str, seed: int) -> int:
         return xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"), seed)
 
 
-def _packed(head: int, user: int) -> int:
-    """A 0 digest (of nothing) stays 0 in its bits; any other is never 0 there."""
+def _packed(head: int, user: int | None) -> int:
+    """``user``: None for a prompt without a user message, the only one whose low bits are 0. A head digest of 0
+    (no text before the user message) stays 0 in its bits; any other is never 0 there."""
     head_bits = head >> 32 or (1 if head else 0)
-    user_bits = user & _USER_BITS or (1 if user else 0)
+    user_bits = 0 if user is None else user & USER_BITS or 1
     return head_bits << USER_SHIFT | user_bits
 
 
@@ -217,127 +207,3 @@ def prompt_text(row: Mapping[str, Any]) -> str:
 def response_text(row: Mapping[str, Any]) -> str:
     response = row.get(RESPONSE_FIELD)
     return "\n".join(text_parts(response.get(OUTPUT_FIELD) if isinstance(response, dict) else None))
-
-
-@dataclass(frozen=True)
-class PromptSide:
-    """One file of a comparison of prompts: ``column`` prefixes its ``_offset`` and ``_line`` in the pairs."""
-
-    name: str
-    path: Path
-    column: str
-
-
-def prompt_mismatch_error(
-    headline: str,
-    first: list[dict[str, Any]],
-    left: PromptSide,
-    right: PromptSide,
-    *,
-    shown: Callable[[Mapping[str, Any]], str] = prompt_text,
-    advice: str = f"If the agent rewrites its prompt on purpose, pass {ALLOW_FLAG} (++{ALLOW_KEY}=true).",
-) -> ReverifyError:
-    """``headline``, then the first pairs that differ (in ``right``'s order: ``task``, ``rollout`` and each side's
-    offset and line), the first pair's texts (``shown``: its prompt), ``left`` (-) against ``right`` (+), and
-    ``advice``: how to let them through."""
-    keys = ", ".join(
-        f"{describe_key((pair['task'], pair['rollout']))} ({right.name} line {pair[f'{right.column}_line']}, "
-        f"{left.name} line {pair[f'{left.column}_line']})"
-        for pair in first[:SHOWN_MISMATCHES]
-    )
-    pair = first[0]
-    diff = _diff(
-        shown(_row_at(left.path, pair[f"{left.column}_offset"])),
-        shown(_row_at(right.path, pair[f"{right.column}_offset"])),
-    )
-    what = "response" if shown is response_text else "prompt"
-    return ReverifyError(
-        f"{headline} First: {keys}. The first's {what}, {left.name} (-) against {right.name} (+):\n{diff}\n{advice}"
-    )
-
-
-def confirmed_mismatches(pairs: list[dict[str, Any]], left: PromptSide, right: PromptSide) -> list[dict[str, Any]]:
-    """Those of ``pairs`` whose prompts still differ when both rows are read again and fingerprinted one by one
-    (the inputs' scan gives a row of the task just seen, and as long, that row's fingerprint)."""
-    with left.path.open("rb") as left_file, right.path.open("rb") as right_file:
-        return [
-            pair
-            for pair in pairs
-            if _disagree(
-                prompt_fingerprint(_read_at(left_file, pair[f"{left.column}_offset"])),
-                prompt_fingerprint(_read_at(right_file, pair[f"{right.column}_offset"])),
-            )
-        ]
-
-
-def _read_at(fh: Any, offset: int) -> dict[str, Any]:
-    fh.seek(offset)
-    row = orjson.loads(fh.readline())
-    return row if isinstance(row, dict) else {}
-
-
-def _row_at(path: Path, offset: int) -> dict[str, Any]:
-    with path.open("rb") as fh:
-        fh.seek(offset)
-        row = orjson.loads(fh.readline())
-    return row if isinstance(row, dict) else {}
-
-
-def _diff(left: str, right: str) -> str:
-    before, after = left.splitlines() or [""], right.splitlines() or [""]
-    lines = [
-        line if len(line) <= DIFF_WIDTH else line[: DIFF_WIDTH - 1] + "…"
-        for line in difflib.unified_diff(before, after, lineterm="", n=1)
-    ][2:]  # without the ---/+++ header
-    more = len(lines) - DIFF_LINES
-    return "\n".join(f"  {line}" for line in lines[:DIFF_LINES]) + (f"\n  ... ({more} more lines)" if more > 0 else "")
-
-
-SAMPLED_ROLLOUTS = 16
-# Where those rollouts' input rows are looked for: enough for NeMo Gym's files (inputs in key order, rollouts in
-# completion order, the first of the first tasks), little enough to keep off the start-up's time, which waits.
-SAMPLED_INPUT_ROWS, SAMPLED_INPUT_BYTES = 2000, 4 << 20
-
-
-def first_rows_disagree(inputs: Path, rollouts: Path) -> bool:
-    """Whether one of the first rollouts has a prompt that is not its input row's, as the join would find, looked
-    for among the first megabytes of the inputs (NeMo Gym writes them in key order, and the first rollouts are
-    of the first tasks). A few milliseconds; any file it cannot read quickly answers False, and the start-up's
-    scans then say what is wrong with it."""
-    try:
-        wanted = _first_prompts(rollouts)
-        return any(_disagree(expected, wanted.pop(key)) for key, expected in _input_prompts(inputs, set(wanted)))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
-
-
-def _first_prompts(rollouts: Path) -> dict[tuple[Any, Any], int]:
-    wanted: dict[tuple[Any, Any], int] = {}
-    with rollouts.open("rb") as fh:
-        for line, _ in zip(fh, range(SAMPLED_ROLLOUTS), strict=False):
-            row = orjson.loads(line)
-            wanted[(row["_ng_task_index"], row["_ng_rollout_index"])] = prompt_fingerprint(row)
-    return wanted
-
-
-def _input_prompts(inputs: Path, keys: set[tuple[Any, Any]]) -> Iterator[tuple[tuple[Any, Any], int]]:
-    read = 0
-    with inputs.open("rb") as fh:
-        for line, _ in zip(fh, range(SAMPLED_INPUT_ROWS), strict=False):
-            read += len(line)
-            if not keys or read > SAMPLED_INPUT_BYTES:
-                return
-            row = orjson.loads(line)
-            key = (row["_ng_task_index"], row["_ng_rollout_index"])
-            if key in keys:
-                keys.discard(key)
-                yield key, prompt_fingerprint(row)
-
-
-def _disagree(expected: int, found: int) -> bool:
-    """``key_index.mismatched_prompts``'s rule for one pair."""
-    if NO_PROMPT in (expected, found):
-        return False
-    if expected & _USER_BITS == 0:
-        return expected >> USER_SHIFT != found >> USER_SHIFT
-    return expected != found

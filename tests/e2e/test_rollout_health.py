@@ -12,12 +12,8 @@ import orjson
 import pytest
 
 from reverify_assets.gym.installation import PYTHON_ENV
-from reverify_assets.gym.rollout_health import (
-    QUALITY_SUMMARY,
-    ROLLOUT_VERDICTS,
-    HealthCheckSettings,
-    RolloutHealthCheck,
-)
+from reverify_assets.gym.rollout_health import QUALITY_SUMMARY, HealthCheckSettings, RolloutHealthCheck
+from reverify_assets.lib.file_names import ROLLOUT_VERDICTS
 from tests.support.cli import MCQA_CONFIG, run_reverify
 from tests.support.health_rows import rows_with_findings, write_rows
 from tests.support.instance import latest_check, open_instance
@@ -198,3 +194,28 @@ def test_the_check_ids_are_nemo_gyms(gym_python: Path) -> None:
         timeout=GYM_LIMIT_S,
     )
     assert done.stdout.strip() == str(list(HEALTH_CHECK_IDS))
+
+
+def test_a_second_aggregate_beside_the_first_takes_its_report_for_no_shard(tmp_path: Path, gym_python: Path) -> None:
+    """The reports sit beside the merged output, where the shards of the next aggregate may be globbed."""
+    folder = tmp_path / "res"
+    glob = shards(folder, rows_with_findings())
+    for _ in range(2):
+        printed = aggregate(tmp_path, glob, folder / "merged.jsonl", env_python=gym_python)
+        assert "Rollout health: 8 checked" in printed
+    crashing = rows_with_findings()
+    crashing[0]["stage_index"] = {"not": "a stage"}
+    shards(folder, crashing)
+    aggregate(tmp_path, glob, folder / "merged.jsonl", env_python=gym_python)
+    # The reports of the aggregate before described rows no longer there.
+    assert not (folder / QUALITY_SUMMARY).exists() and not (folder / ROLLOUT_VERDICTS).exists()
+
+
+def test_thousands_of_shards_reach_nemo_gym(tmp_path: Path, gym_python: Path) -> None:
+    """More shard paths than one command-line argument holds (128 KiB on Linux), as ++merge_shards=false gives."""
+    folder = tmp_path / ("a-long-folder-name-" * 4)
+    folder.mkdir()
+    paths = [write_rows(folder / f"shard-{n:05d}.jsonl", [row]) for n, row in enumerate(rows_with_findings() * 300)]
+    outcome = RolloutHealthCheck(HealthCheckSettings(), gym_python).run(paths, tmp_path)
+    assert outcome.failure is None and outcome.health is not None, outcome.lines
+    assert outcome.health.counts["checked"] == len(paths) == 2400

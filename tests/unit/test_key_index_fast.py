@@ -239,7 +239,7 @@ def test_files_read_in_pieces_index_as_one_read(
     assert index_rollouts(path, limit=5).frame.equals(exact_rollouts(path, limit=5))
 
 
-@pytest.mark.parametrize("kind", ["inputs", "rollouts"])
+@pytest.mark.parametrize("kind", ["inputs", "rollouts", "carried"])
 @pytest.mark.parametrize("limit", [None, 7])
 def test_the_scan_process_file_holds_what_the_scan_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, limit: int | None
@@ -250,7 +250,11 @@ def test_the_scan_process_file_holds_what_the_scan_gives(
     output = tmp_path / "f.keys"
     key_scan_process.write_columns(path, kind, limit, output)
     expected = scan_key_columns(
-        path, with_routes=kind == "inputs", with_prompts=True, require_response=kind == "rollouts", limit=limit
+        path,
+        with_routes=kind == "inputs",
+        with_prompts=kind in key_scan_process.PROMPTED,
+        require_response=kind == "rollouts",
+        limit=limit,
     )
     assert key_scan_process.read_columns(output) == expected
     assert expected is not None and expected.rows == (limit or 12)

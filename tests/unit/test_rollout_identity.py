@@ -17,12 +17,8 @@ from reverify_assets.compare.side_index import index_side
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.key_columns import scan_key_columns
 from reverify_assets.lib.key_index import join_rollouts_to_inputs, key_index_of, scan_keys
-from reverify_assets.lib.rollout_identity import (
-    NO_PROMPT,
-    first_rows_disagree,
-    prompt_fingerprint,
-    response_fingerprint,
-)
+from reverify_assets.lib.rollout_identity import NO_TEXT, prompt_fingerprint, response_fingerprint
+from reverify_assets.lib.rollout_mismatch import first_rows_disagree
 
 ROOT = Path(__file__).resolve().parents[2]
 NEMO_GYM_RUNS = [
@@ -62,7 +58,7 @@ def prompted(prompt: Any, **extra: Any) -> dict[str, Any]:
     ],
 )
 def test_what_nemo_gym_adds_to_a_rollout_leaves_the_fingerprint(input_row: dict, rollout_row: dict) -> None:
-    assert prompt_fingerprint(input_row) == prompt_fingerprint(rollout_row) != NO_PROMPT
+    assert prompt_fingerprint(input_row) == prompt_fingerprint(rollout_row) != NO_TEXT
 
 
 def changed(change: str) -> dict[str, Any]:
@@ -95,11 +91,20 @@ def test_a_conversation_that_goes_on_after_the_first_user_message_is_the_same_pr
     assert prompt_fingerprint(prompted(conversation)) == prompt_fingerprint(prompted(MESSAGES))
 
 
+def test_a_user_message_without_text_is_still_a_user_message() -> None:
+    """Its content (audio, an empty list) gives no text to hash: a prompt with it is not one without a user
+    message, whose system prompt alone would then decide."""
+    system = {"role": "system", "content": "Transcribe."}
+    audio = prompted([system, {"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}])
+    assert prompt_fingerprint(audio) != prompt_fingerprint(prompted([system]))
+    assert prompt_fingerprint(audio) & ((1 << 31) - 1) != 0
+
+
 @pytest.mark.parametrize(
     "row", [{}, {"responses_create_params": {}}, prompted(None), prompted([]), prompted(3), {"task_input": 1}]
 )
 def test_a_row_without_a_prompt_is_never_compared(row: dict[str, Any]) -> None:
-    assert prompt_fingerprint(row) == NO_PROMPT
+    assert prompt_fingerprint(row) == NO_TEXT
 
 
 @pytest.mark.parametrize("row", [prompted(MESSAGES), prompted("plain"), {"task_input": prompted(MESSAGES)}, {}])
@@ -115,7 +120,7 @@ def test_a_response_is_fingerprinted_by_its_text() -> None:
 
     assert response_fingerprint(response("B")) == response_fingerprint(response("B", annotations=[]))
     assert response_fingerprint(response("B")) != response_fingerprint(response("C"))
-    assert response_fingerprint({"response": None}) == NO_PROMPT
+    assert response_fingerprint({"response": None}) == NO_TEXT
 
 
 def write(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -195,6 +200,20 @@ def test_no_false_alarm_on_runs_nemo_gym_wrote(run: Path) -> None:
         assert join_rollouts_to_inputs(*indexes(inputs, rollouts, fast=fast)).height > 0
 
 
+def test_compare_takes_either_side_as_the_rollouts(tmp_path: Path) -> None:
+    """The original rollouts against an output of them, for an environment that writes the user's turn: the
+    rollout's prompt has it, the output's (its input row's) does not, whichever side each is."""
+    system = [{"role": "system", "content": "You are a bank's agent."}]
+    output = [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello"}]}]
+    rollout = keyed(0, 0, [*system, {"role": "user", "content": "My card is lost."}], response={"output": output})
+    scored = keyed(0, 0, system, response={"output": output}, reward=1.0)
+    rollouts = write(tmp_path / "rollouts.jsonl", [{**rollout, "reward": 0.0}])
+    outputs = write(tmp_path / "out.jsonl", [scored])
+    for baseline, candidate in ((rollouts, outputs), (outputs, rollouts)):
+        joined = join_keys(index_side(baseline).keys, index_side(candidate).keys)
+        refuse_other_rollouts(joined, baseline, candidate)
+
+
 def test_compare_refuses_scorings_of_different_rollouts(tmp_path: Path) -> None:
     def scored(answer: str) -> dict[str, Any]:
         output = [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": answer}]}]
@@ -227,6 +246,12 @@ def test_the_first_rows_are_compared_before_any_server_starts(
 ) -> None:
     inputs = write(tmp_path / "inputs.jsonl", [keyed(task, 0, f"Question {task}?") for task in range(3)])
     assert first_rows_disagree(inputs, write(tmp_path / "rollouts.jsonl", rollouts)) is disagree
+
+
+def test_the_first_rows_compared_are_those_a_limit_keeps(tmp_path: Path) -> None:
+    inputs = write(tmp_path / "inputs.jsonl", [keyed(task, 0, f"Question {task}?") for task in range(3)])
+    rollouts = write(tmp_path / "rollouts.jsonl", [keyed(0, 0, "Question 0?"), keyed(1, 0, "Another?")])
+    assert first_rows_disagree(inputs, rollouts) and not first_rows_disagree(inputs, rollouts, limit=1)
 
 
 @pytest.mark.parametrize("run", NEMO_GYM_RUNS, ids=lambda path: path.name)
