@@ -138,12 +138,12 @@ class PromptShape:
     """``prompt_fingerprint`` of a key scan's rows, the short way for the rows shaped as the last one walked.
 
     A dataset's prompts share a shape: the first user message at the same index, after messages of text (a
-    system prompt). Walking a row's items through simdjson costs more than the rest of the scan; reading the
-    few strings the fingerprint needs by their JSON pointers, a third of it. A row of another shape (the role at
-    that index is not the user's, a content is not text, the prompt is shorter) is walked, and its shape is
-    learned. The pointers skip the role checks of the messages before the user's: should one of them be a user
-    message, both files' rows give the hashes of the same messages, and a pair whose two differ is read again
-    before it is called a mismatch (``confirmed_mismatches``)."""
+    system prompt). Walking a rollout's items through simdjson took 1.5 µs a row, reading the strings the
+    fingerprint needs by their JSON pointers 1.0 µs (the rest of the rollout's scan: 3.2 µs). A row of another
+    shape (the role at that index is not the user's, a content is not text, the prompt is shorter) is walked,
+    and its shape is learned. The pointers skip the role checks of the messages before the user's: should one of
+    them be a user message, both files' rows give the hashes of the same messages, and a pair whose two differ
+    is read again before it is called a mismatch (``rollout_mismatch.confirmed_mismatches``)."""
 
     def __init__(self) -> None:
         self._head: tuple[str, ...] = ()  # the pointers to the messages before the user's
@@ -162,8 +162,8 @@ class PromptShape:
                         head = xxh3_64_intdigest(row.at_pointer(pointer).get("content").encode(), head)
                     digest = xxh3_64_intdigest(item.get("content").encode(), 0)
                     return (head >> 32 or (1 if head else 0)) << USER_SHIFT | (digest & USER_BITS or 1)
-            except (KeyError, TypeError, IndexError, AttributeError, UnicodeEncodeError):
-                pass  # no such item, a content that is not text, a lone surrogate: walked
+            except (KeyError, TypeError, IndexError, AttributeError):
+                pass  # no such item, a content that is not text: walked
         fingerprint, user_at = _walked(row)
         self._learn(user_at)
         return fingerprint
@@ -184,12 +184,7 @@ def response_fingerprint(row: Mapping[str, Any]) -> int:
 
 
 def _hashed(text: str, seed: int) -> int:
-    if type(text) is not str:
-        raise TypeError(f"expected text, got {type(text).__name__}")
-    try:
-        return xxh3_64_intdigest(text.encode(), seed)
-    except UnicodeEncodeError:  # a lone surrogate, which JSON can spell
-        return xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"), seed)
+    return xxh3_64_intdigest(text.encode(), seed)  # simdjson and orjson refuse lone surrogates: it encodes
 
 
 def _packed(head: int, user: int | None) -> int:
