@@ -67,8 +67,10 @@ def aggregated_shards(
         metrics = aggregate_metrics_path(made.output)
         metadata |= aggregate_metadata(metrics, aggregation, setup.config_hash)
         yield dg.Output(handle, metadata=metadata, data_version=content_version(metrics))
-    else:
+    elif made.output.exists():
         yield dg.Output(handle, metadata=metadata, data_version=content_version(made.output))
+    else:  # merge_shards=false, and no row names an agent: nothing was written to give a version
+        yield dg.Output(handle, metadata=metadata)
     yield rollout_health_result(made.health)
 
 

@@ -170,6 +170,16 @@ def test_aggregate_into_a_pipe_closed_early_still_writes_its_files(tmp_path: Pat
     assert orjson.loads((tmp_path / "merged_aggregate_metrics.json").read_bytes())[0]["coverage"]["scored"] == 180
 
 
+def test_shards_not_merged_whose_rows_name_no_agent_aggregate_to_nothing_written(tmp_path: Path) -> None:
+    rows = [{"_ng_task_index": task, "_ng_rollout_index": 0, "reward": 1.0} for task in range(3)]
+    write_jsonl(tmp_path / "shard-0.jsonl", rows)
+    glob, output = f"{tmp_path}/shard-*.jsonl", tmp_path / "m.jsonl"
+    result = aggregate_mcqa(glob, output, "++merge_shards=false", "--no-health-check", home=tmp_path / "h")
+    assert result.returncode == 0, result.stderr
+    assert "No row carries an agent name: no metrics written." in result.stdout
+    assert not (tmp_path / "m.jsonl").exists()
+
+
 def test_aggregate_with_no_matching_shard_is_an_error(tmp_path: Path) -> None:
     result = aggregate_mcqa(f"{tmp_path}/none*.jsonl", tmp_path / "m.jsonl", home=tmp_path / "h")
     assert result.returncode == 1
