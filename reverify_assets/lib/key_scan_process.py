@@ -12,7 +12,10 @@ Its stdin is its lifeline (``lifeline``), a pipe from the caller: should the cal
 removes what nobody will read (SCRATCH, the caller's folder for it, if given; else its own files) and exits at
 once, where it used to finish a scan of a big file for no one.
 
-    python -m reverify_assets.lib.key_scan_process {inputs|rollouts} FILE LIMIT|- OUTPUT [SCRATCH]
+    python -m reverify_assets.lib.key_scan_process {inputs|rollouts|carried} FILE LIMIT|- OUTPUT PROMPTS PART [SCRATCH]
+
+PROMPTS: ``prompts`` to fingerprint the rows' prompts (``rollout_identity``), ``-`` not to (the check is off).
+PART: ``START:END`` (bytes; END empty: to the end), the part of the file to scan (``FilePart``).
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from pathlib import Path
 import orjson
 
 from reverify_assets.lib.child_python import child_environment, module_command
-from reverify_assets.lib.key_columns import ExactScanNeeded, KeyColumns, key_column_blocks
+from reverify_assets.lib.key_columns import WHOLE_FILE, ExactScanNeeded, FilePart, KeyColumns, key_column_blocks
 from reverify_assets.lib.lifeline import exit_with_parent
 from reverify_assets.lib.route_fields import RouteTable
 
 # "carried": rollouts whose rows are carried over as they are (judge recovery's successes): no response needed.
 KINDS = ("inputs", "rollouts", "carried")
 PROMPTED = ("inputs", "rollouts")  # the two sides of the join, whose prompts it compares (``rollout_identity``)
+PROMPTS_ON, PROMPTS_OFF = "prompts", "-"
 ORPHANED = 3  # the exit status of a scan whose caller died: nobody reads it
 REMOVE_PASSES = 3  # of the scratch folder, when the caller died (see _remove)
 
@@ -51,14 +55,28 @@ class ScanProcess:
     """A started scan of ``path``: the inputs' keys and routes, or the rollouts' keys (a response required unless
     the rows are only carried over).
 
-    ``scratch``: a folder holding ``output``, the caller's for this start-up alone, which the scan removes if the
-    caller dies before it is done.
+    ``part``: the part of the file to scan (its rows' offsets the file's). ``scratch``: a folder holding
+    ``output``, the caller's for this start-up alone, which the scan removes if the caller dies before it is
+    done. ``check_prompts`` False: the join will not compare the prompts
+    (``--allow-prompt-mismatch``), which are then not fingerprinted: at a million rows that is a second of CPU.
     """
 
-    def __init__(self, kind: str, path: Path, limit: int | None, output: Path, *, scratch: Path | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        path: Path,
+        limit: int | None,
+        output: Path,
+        *,
+        scratch: Path | None = None,
+        check_prompts: bool = True,
+        part: FilePart = WHOLE_FILE,
+    ) -> None:
         self.output = output
         self.stopped = False
-        arguments = [kind, str(path), "-" if limit is None else str(limit), str(output)]
+        prompts = PROMPTS_ON if check_prompts and kind in PROMPTED else PROMPTS_OFF
+        part_argument = f"{part.start}:{'' if part.end is None else part.end}"
+        arguments = [kind, str(path), "-" if limit is None else str(limit), str(output), prompts, part_argument]
         command = module_command(__name__, *arguments, *([] if scratch is None else [str(scratch)]))
         self._process: subprocess.Popen[bytes] | None = None
         self._start_error = ""
@@ -106,25 +124,32 @@ class ScanProcess:
             self._process.stdin.close()
 
 
-def write_columns(path: Path, kind: str, limit: int | None, output: Path) -> None:
+def write_columns(
+    path: Path, kind: str, limit: int | None, output: Path, *, prompts: bool, part: FilePart = WHOLE_FILE
+) -> None:
     """Scan ``path`` and write its columns to ``output`` block by block (the row count, then each column), so
     that this process holds one block's rows at a time; then the summary beside it (see ``summary_of``),
     written last, under a temporary name until whole: ``{"rows", "routes", "prompts"}`` (``prompts``: whether the
-    columns hold the rows' prompt fingerprints), or ``{"exact": true}``."""
+    columns hold the rows' prompt fingerprints, as asked), or ``{"exact": true}``."""
     routes = RouteTable() if kind == "inputs" else None
     rows = 0
     summary: dict[str, object]
     with open(output, "wb") as fh:
         try:
             blocks = key_column_blocks(
-                path, routes=routes, prompts=kind in PROMPTED, require_response=kind == "rollouts", limit=limit
+                path,
+                routes=routes,
+                prompts=prompts,
+                require_response=kind == "rollouts",
+                limit=limit,
+                part=part,
             )
             for block in blocks:
                 fh.write(block.rows.to_bytes(8, "little"))
                 for values in block.arrays:
                     values.tofile(fh)
                 rows += block.rows
-            summary = {"rows": rows, "routes": None if routes is None else routes.routes, "prompts": kind in PROMPTED}
+            summary = {"rows": rows, "routes": None if routes is None else routes.routes, "prompts": prompts}
         except ExactScanNeeded:
             summary = {"exact": True}
     temporary = _unfinished_summary_of(output)
@@ -176,11 +201,16 @@ def _remove(leftovers: list[Path]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    kind, path, limit, output, *scratch = argv
+    kind, path, limit, output, prompts, part, *scratch = argv
     if kind not in KINDS:
         raise SystemExit(f"kind must be one of {KINDS}, not {kind!r}")
+    if prompts not in (PROMPTS_ON, PROMPTS_OFF):
+        raise SystemExit(f"PROMPTS must be {PROMPTS_ON!r} or {PROMPTS_OFF!r}, not {prompts!r}")
     exit_with_parent(partial(_remove, [Path(folder) for folder in scratch] or _files_of(Path(output))), status=ORPHANED)
-    write_columns(Path(path), kind, None if limit == "-" else int(limit), Path(output))
+    limit_rows = None if limit == "-" else int(limit)
+    start, _, end = part.partition(":")
+    file_part = FilePart(int(start), int(end) if end else None)
+    write_columns(Path(path), kind, limit_rows, Path(output), prompts=prompts == PROMPTS_ON, part=file_part)
     return 0
 
 

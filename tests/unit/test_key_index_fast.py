@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 import pytest
+import simdjson
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import key_columns, key_scan_process
@@ -150,6 +151,68 @@ def test_inputs_scan_numbers_routes_as_the_line_by_line_scan(tmp_path: Path, rou
     assert fast.routes == exact.routes
 
 
+PROMPT = {"input": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?\\n\u00e9"}]}
+
+
+def materialized(task: int, rollout_: bytes, prompt: object = PROMPT, **extra: object) -> bytes:
+    """A materialized input row as NeMo Gym writes it: the rollout index last, its JSON text given as is."""
+    fields = {"responses_create_params": prompt, "agent_ref": AGENT, **extra, "_ng_task_index": task}
+    return orjson.dumps(fields)[:-1] + b',"_ng_rollout_index":' + rollout_ + b"}"
+
+
+OTHER_PROMPT = {"input": "2+3?"}
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [materialized(task, str(at).encode()) for task in range(3) for at in range(4)],
+        [materialized(0, b"0"), materialized(0, b" 1 "), materialized(0, b"2\t"), materialized(0, b"3} ")],
+        [materialized(0, b"0"), materialized(0, b'"1"')],  # a string index: the row's error
+        [materialized(0, b"0"), materialized(0, b"01")],  # not JSON
+        [materialized(0, b"0"), materialized(0, b"-1")],
+        [materialized(0, b"0"), materialized(0, b"1.0")],
+        [materialized(0, b"0"), materialized(0, b"99999999999999999999")],  # beyond int64
+        [materialized(0, b"0"), materialized(0, b'1,"x":2')],  # another field after it: parsed
+        [materialized(0, b"0"), materialized(0, b"1}")],  # a brace too many
+        [materialized(0, b"0"), materialized(0, b"0")],  # a duplicate key
+        [materialized(0, b"0"), materialized(0, b"1", OTHER_PROMPT), materialized(0, b"2")],  # a changed prompt
+        [materialized(0, b"0", meta={"_ng_rollout_index": 5}), materialized(0, b"1", meta={"_ng_rollout_index": 5})],
+        [orjson.dumps({"_ng_rollout_index": 0, "_ng_task_index": 0, "m": {"_ng_rollout_index": 1}}), row(0, 1)],
+        [materialized(0, b"0"), materialized(0, b"1") + b" "],
+    ],
+)
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"])
+def test_inputs_rows_repeated_but_for_the_rollout_index_index_as_the_line_by_line_scan(
+    tmp_path: Path, lines: list[bytes], end: bytes
+) -> None:
+    """Rows that repeat the row before them are not parsed: what they would have given, they give."""
+    path = write(tmp_path / "inputs.jsonl", lines, end)
+    fast = outcome(lambda: index_inputs(path))
+    exact = outcome(lambda: _scan_inputs_by_line(path, reject_duplicates=True))
+    if isinstance(exact, str):
+        assert fast == exact
+        return
+    assert not isinstance(fast, str) and fast.keys.frame.equals(exact.keys.frame)
+    assert fast.route_of_row.equals(exact.route_of_row)
+    assert fast.routes == exact.routes
+
+
+def test_only_the_first_row_of_a_task_is_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[bytes] = []
+
+    class CountingParser(simdjson.Parser):
+        def parse(self, raw: bytes) -> object:
+            parsed.append(raw)
+            return super().parse(raw)
+
+    monkeypatch.setattr(key_columns.simdjson, "Parser", CountingParser)
+    lines = [materialized(task, str(at).encode()) for task in range(3) for at in range(4)]
+    columns = scan_key_columns(write(tmp_path / "inputs.jsonl", lines), with_routes=True, with_prompts=True)
+    assert columns is not None and list(columns.rollouts) == [0, 1, 2, 3] * 3
+    assert parsed == [lines[0], lines[4], lines[8]]
+
+
 def test_inputs_with_one_route_spelled_two_ways_share_it(tmp_path: Path) -> None:
     path = write(
         tmp_path / "inputs.jsonl",
@@ -239,20 +302,22 @@ def test_files_read_in_pieces_index_as_one_read(
     assert index_rollouts(path, limit=5).frame.equals(exact_rollouts(path, limit=5))
 
 
-@pytest.mark.parametrize("kind", ["inputs", "rollouts", "carried"])
+@pytest.mark.parametrize(
+    ("kind", "prompts"), [("inputs", True), ("inputs", False), ("rollouts", True), ("carried", False)]
+)
 @pytest.mark.parametrize("limit", [None, 7])
 def test_the_scan_process_file_holds_what_the_scan_gives(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, limit: int | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, prompts: bool, limit: int | None
 ) -> None:
     lines = [rollout(task, 0, agent_ref={**AGENT, "name": f"a{task % 3}"}, pad="x" * task) for task in range(12)]
     path = write(tmp_path / "f.jsonl", lines)
     monkeypatch.setattr(key_columns, "BLOCK_BYTES", 200)  # a few rows a block
     output = tmp_path / "f.keys"
-    key_scan_process.write_columns(path, kind, limit, output)
+    key_scan_process.write_columns(path, kind, limit, output, prompts=prompts)
     expected = scan_key_columns(
         path,
         with_routes=kind == "inputs",
-        with_prompts=kind in key_scan_process.PROMPTED,
+        with_prompts=prompts,
         require_response=kind == "rollouts",
         limit=limit,
     )
@@ -260,10 +325,35 @@ def test_the_scan_process_file_holds_what_the_scan_gives(
     assert expected is not None and expected.rows == (limit or 12)
 
 
+@pytest.mark.parametrize(
+    ("lines", "end", "last_end"),
+    [
+        ([rollout(task, 0, pad="x" * (task * 7 % 23)) for task in range(9)], b"\n", b"\n"),
+        ([rollout(task, 0) for task in range(9)], b"\r\n", b""),  # the last line without its line break
+        ([rollout(0, 0)], b"\n", b"\n"),  # one line: the second half is empty
+        ([rollout(0, 0), rollout(1, 0, pad="x" * 500)], b"\n", b""),  # the middle in the last line
+        ([], b"\n", b""),
+    ],
+)
+@pytest.mark.parametrize("block_bytes", [7, 1 << 20])
+def test_a_file_scanned_in_halves_gives_the_whole_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[bytes], end: bytes, last_end: bytes, block_bytes: int
+) -> None:
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(end.join(lines) + (last_end if lines else b""))
+    monkeypatch.setattr(key_columns, "BLOCK_BYTES", block_bytes)
+    halves = key_columns.FilePart.halves(path)
+    assert halves[0].end == halves[1].start
+    parts = [b for half in halves for b in key_columns.key_column_blocks(path, prompts=True, part=half)]
+    whole = scan_key_columns(path, with_prompts=True)
+    assert whole is not None
+    assert key_columns.KeyColumns.joined(parts) == whole if parts else whole.rows == 0
+
+
 def test_the_scan_process_file_says_when_the_exact_scan_must_judge(tmp_path: Path) -> None:
     path = write(tmp_path / "f.jsonl", [*GOOD, b"{bad"])
     output = tmp_path / "f.keys"
-    key_scan_process.write_columns(path, "rollouts", None, output)
+    key_scan_process.write_columns(path, "rollouts", None, output, prompts=True)
     assert key_scan_process.read_columns(output) is None
 
 

@@ -17,7 +17,7 @@ from reverify_assets.compare.side_index import index_side
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.key_columns import scan_key_columns
 from reverify_assets.lib.key_index import join_rollouts_to_inputs, key_index_of, scan_keys
-from reverify_assets.lib.rollout_identity import NO_TEXT, prompt_fingerprint, response_fingerprint
+from reverify_assets.lib.rollout_identity import NO_TEXT, PromptShape, prompt_fingerprint, response_fingerprint
 from reverify_assets.lib.rollout_mismatch import first_rows_disagree
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +111,40 @@ def test_a_row_without_a_prompt_is_never_compared(row: dict[str, Any]) -> None:
 def test_the_key_scans_parse_agrees_with_a_python_rows(row: dict[str, Any]) -> None:
     parsed = simdjson.Parser().parse(orjson.dumps(row))
     assert prompt_fingerprint(parsed) == prompt_fingerprint(row)
+
+
+SYSTEM, USER = {"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}
+# One scan's rows in turn: the short way learns each shape and must never answer for a row of another (but for a
+# user message before the user message it learned, which it takes for the head: see PromptShape).
+ROWS_OF_MANY_SHAPES = [
+    prompted([USER]),
+    prompted([{**USER, "content": "3+3?"}]),
+    prompted([SYSTEM, USER]),
+    prompted([{**SYSTEM, "content": "Be long."}, USER]),
+    prompted([USER]),  # the user's message first again: no head
+    prompted([SYSTEM, {"role": "assistant", "content": "Hi."}, USER]),
+    prompted([SYSTEM, SYSTEM]),  # no user message where the last row had it
+    prompted([SYSTEM]),
+    prompted({"0": USER}),
+    prompted([[USER], USER]),
+    prompted([None, USER]),
+    prompted([SYSTEM, {"role": "user"}]),
+    prompted([SYSTEM, {**USER, "content": [{"type": "input_text", "text": "2+2?"}]}]),
+    prompted([{"content": "Be brief."}, USER]),  # a message without a role before the user's
+    prompted("2+2?"),
+    {"task_input": prompted([SYSTEM, USER])},
+    {"responses_create_params": None},
+    {},
+    prompted([SYSTEM, USER]),
+]
+
+
+def test_the_key_scans_short_way_agrees_with_the_walk_whatever_came_before() -> None:
+    shape, parser = PromptShape(), simdjson.Parser()
+    for at, row in enumerate(ROWS_OF_MANY_SHAPES):
+        parsed = parser.parse(orjson.dumps(row))
+        assert shape.fingerprint(parsed) == prompt_fingerprint(row), f"row {at}: {row}"
+        del parsed
 
 
 def test_a_response_is_fingerprinted_by_its_text() -> None:

@@ -22,12 +22,14 @@ import xxhash
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import key_scan_process, prefetch
-from reverify_assets.lib.key_columns import KeyColumns
+from reverify_assets.lib.key_columns import FilePart, KeyColumns
+from reverify_assets.lib.key_index import PROMPT_COLUMN
 from reverify_assets.lib.prefetch import PrefetchedWork, start_import
 from reverify_assets.pipeline import startup_prefetch
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
     VerifierSetup,
+    index_rollouts,
     inputs_index_frame,
     join_and_route,
     load_verifier_setup,
@@ -464,6 +466,58 @@ def test_a_scan_process_that_fails_leaves_the_scan_to_this_process(
         plan = take_prefetched_plan(work, inputs, rollouts, None, setup.config_hash)
     assert plan is not None and plan.equals(expected_plan)
     assert sorted(in_process) == sorted([inputs, rollouts])
+
+
+@pytest.mark.parametrize("bad_line", [None, 2, 9])
+def test_a_big_rollouts_file_is_scanned_in_halves_as_it_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, work: PrefetchedWork, bad_line: int | None
+) -> None:
+    """Two processes, one a half: the same index, or the same error (naming the line) as one scan of the file."""
+    keys = [(task, rollout) for task in range(5) for rollout in range(2)]
+    inputs = write_rows(tmp_path / "inputs.jsonl", sorted(keys))
+    rollouts = write_rows(tmp_path / "rollouts.jsonl", keys[::-1], response={})
+    if bad_line is not None:
+        lines = rollouts.read_bytes().splitlines(keepends=True)
+        lines[bad_line - 1] = b"{bad\n"
+        rollouts.write_bytes(b"".join(lines))
+    parts: list[str] = []
+
+    class Recorded(key_scan_process.ScanProcess):
+        def __init__(self, kind: str, *arguments: object, **options: object) -> None:
+            parts.append(f"{kind} {options.get('part', 'whole')}")
+            super().__init__(kind, *arguments, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(startup_prefetch, "SPLIT_ROLLOUTS_BYTES", 0)
+    monkeypatch.setattr(startup_prefetch, "ScanProcess", Recorded)
+
+    def prefetched_rollouts() -> pl.DataFrame:
+        with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None, work=work) as prefetched:
+            prefetched.wait()
+            return scan_rollouts(rollouts, work).frame
+
+    if bad_line is None:
+        expected = index_rollouts(rollouts).frame.sort("task", "rollout")
+        assert prefetched_rollouts().equals(expected)
+    else:
+        with pytest.raises(ReverifyError, match=rf"rollouts.jsonl:{bad_line}: malformed"):
+            prefetched_rollouts()
+    assert parts == ["inputs whole", *(f"rollouts {half}" for half in FilePart.halves(rollouts))]
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_prompts_are_fingerprinted_only_for_a_join_that_compares_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, work: PrefetchedWork, allowed: bool
+) -> None:
+    """``--allow-prompt-mismatch`` spares the scans the fingerprints the join would not compare."""
+    prompt = {"responses_create_params": {"input": "2+2?"}}
+    inputs = write_rows(tmp_path / "inputs.jsonl", [(0, 0), (0, 1)], **prompt)
+    rollouts = write_rows(tmp_path / "rollouts.jsonl", [(0, 1), (0, 0)], response={}, **prompt)
+    setup = load_verifier_setup([MCQA_CONFIG], [f"++allow_prompt_mismatch={str(allowed).lower()}"])
+    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
+        prefetched.wait()
+        write_inputs_index(inputs, tmp_path / "inputs.parquet", work)
+        columns = [pl.read_parquet_schema(tmp_path / "inputs.parquet"), scan_rollouts(rollouts, work).frame.columns]
+    assert [PROMPT_COLUMN in names for names in columns] == [not allowed] * 2
 
 
 @pytest.mark.parametrize(
