@@ -28,6 +28,18 @@ def add_rescoring_parsers(commands: Any) -> None:
         backfill.add_argument(f"--{flag}", action="store_true", help=f"the {flag} shards (default: all three)")
     backfill.add_argument("--no-aggregate", action="store_true", help="leave the aggregate metrics alone")
     backfill.add_argument("--parallel", type=int, default=1, help="shard runs at a time, each in its own process")
+    backfill.add_argument(
+        "--submit",
+        action="store_true",
+        help="hand the backfill to the Dagster instance's daemon (its run queue, launcher and executor: Celery "
+        "workers, say) instead of running the shards here; then follow it until it ends",
+    )
+    backfill.add_argument(
+        "--follow", metavar="BACKFILL_ID", help="follow a backfill submitted before (Ctrl-C stops following only)"
+    )
+    backfill.add_argument(
+        "--ui-url", default="http://127.0.0.1:3000", help="the Dagster UI's address, for the backfill's page"
+    )
     ui = commands.add_parser("ui", help="start the Dagster UI on the CLI's DAGSTER_HOME")
     ui.add_argument("--project", default=".", help="the project root holding workspace.yaml (default: .)")
     ui.add_argument("--port", type=int, default=3000)
@@ -63,6 +75,20 @@ def rescoring_command(args: argparse.Namespace) -> None:
         ]
         if args.parallel < 1:
             raise UsageError(f"--parallel must be at least 1, got {args.parallel}")
+        if (args.submit or args.follow) and args.parallel != 1:
+            raise UsageError("--parallel is for shards run here; with --submit or --follow the instance runs them")
+        if args.submit and args.follow:
+            raise UsageError("--submit starts a new backfill, --follow watches one: give one of them")
+        if args.follow:
+            from reverify_assets.cli.backfill_submit import follow_to_end
+
+            follow_to_end(variants, args.follow, ui_url=args.ui_url)
+            return
+        if args.submit:
+            from reverify_assets.cli.backfill_submit import submit
+
+            submit(variants, states, ui_url=args.ui_url)
+            return
         rescoring_runs.backfill(
             variants,
             states,

@@ -31,12 +31,12 @@ BACKFILL_TAGS = {COMMAND_TAG: "backfill"}
 LAUNCH_STAGGER_S = 1.0
 
 
-def _instance() -> dg.DagsterInstance:
+def open_instance() -> dg.DagsterInstance:
     return open_dagster_instance()
 
 
 def register_shards(rescoring: RescoringDefs) -> list[str]:
-    with _instance() as instance:
+    with open_instance() as instance:
         known = set(instance.get_dynamic_partitions(rescoring.shards.name))
         found = discover_shard_keys(rescoring.spec, rescoring.layout.index_cache)
         new = [key for key in found if key not in known]
@@ -51,7 +51,7 @@ def current_status(rescoring: RescoringDefs, instance: dg.DagsterInstance) -> Sh
 
 
 def print_status(rescoring: RescoringDefs) -> None:
-    with _instance() as instance:
+    with open_instance() as instance:
         status = current_status(rescoring, instance)
     print(f"{rescoring.label}: {len(status.registered)} shards, verifier config {status.config_hash}")
     print("  " + ", ".join(f"{state.value} {len(status.by_state[state])}" for state in ShardState))
@@ -75,7 +75,7 @@ def backfill(
     ``variants`` is a few: the others' merged outputs are compared as they are)."""
     register_shards(variants[0])
     for rescoring in variants:
-        with _instance() as instance:
+        with open_instance() as instance:
             todo = current_status(rescoring, instance).needing_work(*states)
         print(f"{rescoring.label}: re-scoring {len(todo)} shards ({', '.join(s.value for s in states)})")
         if parallel > 1 and len(todo) > 1:
@@ -152,7 +152,7 @@ def _run(
 ) -> dg.ExecuteInProcessResult:
     """One in-process run of a job of the code location, on the CLI's instance; a failure is in the result, for
     the caller to describe."""
-    with _instance() as instance:
+    with open_instance() as instance:
         capture_deaf_to_ctrl_c(instance)
         try:
             return run_job(

@@ -14,6 +14,7 @@ from reverify_assets.defs.automation import (
     shard_failure_sensor,
 )
 from reverify_assets.defs.comparison_defs import build_comparison
+from reverify_assets.defs.deployment import deployment_executor
 from reverify_assets.defs.materialization import FLOW_JOBS
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring_variants
 from reverify_assets.defs.resources import (
@@ -56,6 +57,7 @@ def build_definitions(root: Path) -> dg.Definitions:
             *(c.job for c in comparisons),
         ],
         schedules=schedules,
+        executor=deployment_executor(),  # None: Dagster's default; Celery workers if the deployment says so
         sensors=[
             *(new_rollouts_sensor(variants) for variants in per_file),
             shard_failure_sensor(rescorings),

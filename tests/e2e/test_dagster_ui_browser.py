@@ -16,7 +16,7 @@ from reverify_assets.defs.code_location import CODE_LOCATION, REPOSITORY
 from reverify_assets.defs.rescoring_defs import RescoringDefs, build_rescoring
 from reverify_assets.rescoring.spec import find_rescoring
 from tests.support.browser import Page, browser_available, chromium
-from tests.support.ci import in_ci
+from tests.support.ci import service_missing
 from tests.support.cli import run_args, run_reverify
 from tests.support.dagster_ui import graphql, running_ui
 from tests.support.instance import open_instance
@@ -33,10 +33,7 @@ BACKFILL_S = 1200.0
 @pytest.fixture(autouse=True)
 def browser() -> None:
     if not browser_available():
-        # CI installs Debian's chromium and chromium-driver (.ci/run): there, a missing browser is a broken setup.
-        if in_ci():
-            pytest.fail("CI=true but /usr/bin/chromium or /usr/bin/chromedriver is missing")
-        pytest.skip("Debian's chromium and chromium-driver are not installed")
+        service_missing("Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver) are missing")
 
 
 def test_a_verifier_edit_shows_stale_shards_and_one_backfill_gives_the_cli_aggregate(tmp_path: Path) -> None:

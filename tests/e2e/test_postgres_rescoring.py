@@ -19,7 +19,7 @@ import psycopg2
 import pytest
 
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
-from tests.support.ci import in_ci
+from tests.support.ci import service_missing
 from tests.support.cli import CLI_LIMIT_S, ROOT, read_jsonl, run_reverify
 from tests.support.postgres import PostgresServer, PostgresUnavailable, check_available, throwaway_postgres
 from tests.support.process_tree import run_reaped
@@ -42,10 +42,7 @@ def postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[PostgresServer]:
     try:
         check_available()
     except PostgresUnavailable as exc:
-        # CI installs PostgreSQL (.ci/run): there, missing binaries are a broken setup, not a reason to skip.
-        if in_ci():
-            pytest.fail(f"CI=true but PostgreSQL is unavailable: {exc}")
-        pytest.skip(f"PostgreSQL is unavailable: {exc}")
+        service_missing(f"PostgreSQL is unavailable: {exc}")
     with throwaway_postgres() as server:
         for name, value in server.env().items():
             monkeypatch.setenv(name, value)  # every `reverify` subprocess inherits them
@@ -72,7 +69,7 @@ def write_project(root: Path) -> Path:
 
 
 def shared_home(path: Path) -> Path:
-    """A DAGSTER_HOME whose dagster.yaml is the deploy file itself: what the README tells users to do."""
+    """A DAGSTER_HOME whose dagster.yaml is the deploy file itself: what docs/scale-out.md tells users to do."""
     path.mkdir()
     shutil.copy(DEPLOY_CONFIG, path / "dagster.yaml")
     return path
@@ -85,7 +82,7 @@ def cli(*args: str | Path, home: Path) -> str:
 
 
 def set_pool_limit(home: Path, pool: str, limit: int) -> None:
-    """The README's way to give a pool its own limit: Dagster's CLI, stored in the shared database."""
+    """The way docs/scale-out.md gives a pool its own limit: Dagster's CLI, stored in the shared database."""
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "instance", "concurrency", "set", pool, str(limit)]
     result = run_reaped(command, env={**os.environ, "DAGSTER_HOME": str(home)}, timeout=CLI_LIMIT_S)

@@ -101,8 +101,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def throwaway_postgres(database: str = "reverify_test", *, start_attempts: int = 3) -> Iterator[PostgresServer]:
-    """Create a cluster, start it, create ``database``; always stop the server and delete the folder."""
+def throwaway_postgres(
+    database: str = "reverify_test", *, start_attempts: int = 3, also_on: Sequence[str] = ()
+) -> Iterator[PostgresServer]:
+    """Create a cluster, start it, create ``database``; always stop the server and delete the folder.
+    ``also_on``: addresses it listens on besides loopback (a test's own network namespaces), each letting in
+    its /24 with the password."""
     bin_dir = find_bin_dir()
     owner = _cluster_owner()
     folder = Path(tempfile.mkdtemp(prefix="reverify-pg-"))  # short path: unix socket paths are capped at 107 bytes
@@ -138,12 +142,17 @@ def throwaway_postgres(database: str = "reverify_test", *, start_attempts: int =
             ],
             cwd=folder,
         )
+        if also_on:
+            with open(data / "pg_hba.conf", "a") as hba:
+                for address in also_on:
+                    subnet = ".".join(address.split(".")[:3]) + ".0/24"
+                    hba.write(f"host all all {subnet} scram-sha-256\n")
         port = 0
         for attempt in range(start_attempts):
             port = free_port()
             options = " ".join(
                 [
-                    "-c listen_addresses=127.0.0.1",
+                    f"-c listen_addresses={','.join(['127.0.0.1', *also_on])}",
                     f"-c port={port}",
                     f"-c unix_socket_directories={socket_dir}",
                     # Durability settings off: the data dies with the test, and fsync per commit would

@@ -1,0 +1,100 @@
+"""``reverify backfill NAME --submit`` and ``--follow ID``: a rescoring's backfill handed to the Dagster instance's
+daemon (``defs.submitted_backfills``), then followed on the terminal until it ends.
+
+Following is only watching: Ctrl-C stops it, never the backfill, and says how to follow it again. The command
+exits 0 when the backfill succeeded, 1 when it ended otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+
+from reverify_assets.cli.rescoring_runs import BACKFILL_TAGS, current_status, open_instance, register_shards
+from reverify_assets.defs.rescoring_defs import RescoringDefs
+from reverify_assets.defs.submitted_backfills import BackfillProgress, backfill_progress, submit_backfill
+from reverify_assets.errors import ReverifyError
+from reverify_assets.rescoring.status import ShardState
+
+POLL_S = 2.0
+
+
+def submit(variants: Sequence[RescoringDefs], states: Sequence[ShardState], *, ui_url: str) -> None:
+    """Per variant, a backfill of its shards in ``states`` and its aggregate, submitted; then each followed."""
+    register_shards(variants[0])
+    submitted: list[tuple[RescoringDefs, str]] = []
+    with open_instance() as instance:
+        for rescoring in variants:
+            todo = current_status(rescoring, instance).needing_work(*states)
+            if not todo:
+                print(f"{rescoring.label}: no shard is {' or '.join(s.value for s in states)}: nothing submitted")
+                continue
+            backfill_id = submit_backfill(instance, rescoring, todo, {**BACKFILL_TAGS, "reverify/submitted": "cli"})
+            print(f"{rescoring.label}: backfill {backfill_id} submitted: {len(todo)} shards and the aggregate")
+            print(f"  in the UI: {backfill_page(ui_url, backfill_id)}")
+            submitted.append((rescoring, backfill_id))
+    failed = [
+        f"{rescoring.label} ({backfill_id})"
+        for rescoring, backfill_id in submitted
+        if not follow(rescoring, backfill_id, ui_url=ui_url)
+    ]
+    if failed:
+        raise ReverifyError(f"backfill did not succeed: {', '.join(failed)} (see `reverify status`, or the UI)")
+
+
+def follow_to_end(variants: Sequence[RescoringDefs], backfill_id: str, *, ui_url: str) -> None:
+    """``--follow``: the backfill of whichever of ``variants`` it targets, followed to its end."""
+    with open_instance() as instance:
+        backfill = instance.get_backfill(backfill_id)
+        if backfill is None:
+            raise ReverifyError(f"no backfill {backfill_id} in the Dagster instance at {instance.root_directory}")
+    targeted = set(backfill.asset_selection or [])
+    rescoring = next((r for r in variants if r.reverified_key in targeted), None)
+    if rescoring is None:
+        raise ReverifyError(
+            f"backfill {backfill_id} is not one of {', '.join(r.label for r in variants)}: "
+            f"it targets {', '.join(key.to_user_string() for key in sorted(targeted)) or 'no asset'}"
+        )
+    if not follow(rescoring, backfill_id, ui_url=ui_url):
+        raise ReverifyError(f"backfill {backfill_id} of {rescoring.label} did not succeed")
+
+
+def follow(rescoring: RescoringDefs, backfill_id: str, *, ui_url: str) -> bool:
+    """Prints the backfill's progress as it changes until it ends; whether it succeeded."""
+    last: tuple[object, ...] = ()
+    try:
+        with open_instance() as instance:
+            while True:
+                try:
+                    progress = backfill_progress(instance, backfill_id, rescoring)
+                except LookupError:
+                    raise ReverifyError(
+                        f"no backfill {backfill_id} in the Dagster instance at {instance.root_directory}"
+                    ) from None
+                if (counts := progress.counts()) != last:
+                    print(f"  {progress.line()}", flush=True)
+                    last = counts
+                if progress.ended:
+                    _print_end(rescoring, backfill_id, progress)
+                    return progress.succeeded
+                time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        print(
+            f"reverify: stopped following backfill {backfill_id}; it goes on. Follow it again with "
+            f"`reverify backfill {rescoring.spec.name} --follow {backfill_id}`"
+            f"{'' if rescoring.variant is None else f' --variant {rescoring.variant}'}, or in the UI: "
+            f"{backfill_page(ui_url, backfill_id)}",
+            file=sys.stderr,
+        )
+        raise
+
+
+def backfill_page(ui_url: str, backfill_id: str) -> str:
+    return f"{ui_url.rstrip('/')}/runs/b/{backfill_id}"
+
+
+def _print_end(rescoring: RescoringDefs, backfill_id: str, progress: BackfillProgress) -> None:
+    print(f"{rescoring.label}: backfill {backfill_id} {progress.status.value.lower()} after {progress.seconds:.0f} s")
+    if progress.failed:
+        print(f"  failed: {' '.join(progress.failed)} (see `reverify status {rescoring.spec.name}`)")

@@ -1,0 +1,61 @@
+"""Where the code location's runs execute their steps, as the deployment says: in each run's own process
+(Dagster's default executor), or on Celery workers when ``REVERIFY_EXECUTOR_CONFIG`` names a Celery config
+(``deploy/celery/celery.yaml``, the file the workers start with too).
+
+An operator picks the executor by configuration, the same code everywhere: the variable is set for the
+daemon, the UI and the CLI (which all load this code location), and read when the code location loads. The
+CLI's own runs (``reverify run``, a local ``reverify backfill``) execute in its process whatever it says.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import yaml
+
+from reverify_assets.errors import ReverifyError
+
+EXECUTOR_CONFIG_ENV = "REVERIFY_EXECUTOR_CONFIG"
+CELERY_EXECUTOR_NAME = "reverify_celery"
+
+
+def deployment_executor() -> dg.ExecutorDefinition | None:
+    """The executor ``REVERIFY_EXECUTOR_CONFIG`` asks for, or None for Dagster's default."""
+    named = os.environ.get(EXECUTOR_CONFIG_ENV, "").strip()
+    if not named:
+        return None
+    path = Path(named)
+    config = celery_executor_config(path)
+    try:
+        from dagster_celery import celery_executor
+    except ImportError as exc:
+        raise ReverifyError(
+            f"{EXECUTOR_CONFIG_ENV}={path} asks for Celery workers, but dagster-celery is not installed here: "
+            "pip install 'reverify-assets[celery]'"
+        ) from exc
+    return celery_executor.configured(config, name=CELERY_EXECUTOR_NAME)
+
+
+def celery_executor_config(path: Path) -> dict[str, Any]:
+    """The ``execution: config:`` block of a Celery config file, as ``dagster-celery worker start -y`` reads it.
+    Its values stay as written (``env:`` references included): each process resolves them in its own
+    environment, so that each machine reaches Redis by its own address."""
+    where = f"{path} (named by {EXECUTOR_CONFIG_ENV})"
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReverifyError(f"cannot read the Celery config {where}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ReverifyError(f"the Celery config {where} is not valid YAML: {exc}") from exc
+    execution = loaded.get("execution") if isinstance(loaded, Mapping) else None
+    config = execution.get("config") if isinstance(execution, Mapping) else None
+    if not isinstance(config, Mapping) or not config.get("broker"):
+        raise ReverifyError(
+            f"the Celery config {where} has no `execution: config: broker:`; it must hold the block "
+            "dagster-celery's workers read (see deploy/celery/celery.yaml)"
+        )
+    return dict(config)

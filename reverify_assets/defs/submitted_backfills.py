@@ -1,0 +1,163 @@
+"""Rescoring backfills submitted to the Dagster instance (``reverify backfill NAME --submit``): a real partition
+backfill that the instance's daemon runs under its run queue, launcher and executor, on whatever machines those
+put the steps, and how far one has got.
+
+A backfill targets the shards' assets for the chosen shards and, downstream of them, the rescoring's aggregate:
+one backfill does what a local ``reverify backfill`` does, and while it is in progress the aggregate's
+automation condition leaves the aggregate to it.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+
+# Dagster 1.13's public API has no way to create a backfill: its UI's GraphQL mutation (which needs a running
+# webserver) builds a PartitionBackfill with this constructor and stores it with ``add_backfill``, as here.
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+
+from reverify_assets.defs.rescoring_defs import SHARD_TAG, RescoringDefs
+
+BACKFILL_TAG = "dagster/backfill"  # Dagster's tag on every run a backfill launches
+ENDED = {
+    BulkActionStatus.COMPLETED_SUCCESS,
+    BulkActionStatus.COMPLETED_FAILED,
+    BulkActionStatus.FAILED,
+    BulkActionStatus.CANCELED,
+}
+_RUNNING = {dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING}
+_FAILED = {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+
+def submit_backfill(
+    instance: dg.DagsterInstance, rescoring: RescoringDefs, shards: Sequence[str], tags: Mapping[str, str]
+) -> str:
+    """Stores a backfill of ``shards`` (registered) and the aggregate for the daemon; its id."""
+    submitted_at = time.time()
+    backfill_id = _new_backfill_id(instance)
+    backfill = PartitionBackfill.from_asset_partitions(
+        backfill_id=backfill_id,
+        asset_graph=dg.Definitions(assets=rescoring.assets).resolve_asset_graph(),
+        partition_names=[rescoring.partition_key(shard) for shard in shards],
+        asset_selection=[*rescoring.shard_asset_keys, rescoring.aggregate_key],
+        backfill_timestamp=submitted_at,
+        # The rescoring's own tags, which its jobs' runs carry (the deployment's run limits per rescoring count
+        # them): a backfill's runs are of Dagster's asset job, not of those jobs.
+        tags={**rescoring.shard_job.tags, **tags},
+        dynamic_partitions_store=instance,
+        all_partitions=False,
+        title=f"reverify backfill {rescoring.label}",
+        description=f"{len(shards)} shards of {rescoring.label} and its aggregate, verifier config "
+        f"{rescoring.setup.config_hash}",
+        run_config=None,
+    )
+    instance.add_backfill(backfill)
+    return backfill_id
+
+
+def _new_backfill_id(instance: dg.DagsterInstance) -> str:
+    """Eight lowercase letters, as Dagster names its own backfills, not taken yet."""
+    while True:
+        candidate = "".join(random.choices(string.ascii_lowercase, k=8))
+        if instance.get_backfill(candidate) is None:
+            return candidate
+
+
+@dataclass(frozen=True)
+class BackfillProgress:
+    """Where a submitted backfill stands: its status, its shards by the state of their latest run, the
+    aggregate's, and the rows its shards have re-scored so far."""
+
+    status: BulkActionStatus
+    shards: int
+    done: list[str]
+    failed: list[str]
+    running: list[str]  # the others wait: queued, or not launched yet
+    aggregate: dg.DagsterRunStatus | None  # of the aggregate's latest run; None before it is launched
+    rows: int
+    seconds: float  # since the backfill was submitted
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == BulkActionStatus.COMPLETED_SUCCESS
+
+    def counts(self) -> tuple[object, ...]:
+        """What changes when the backfill moves on (the rate alone changes every second)."""
+        return self.status, len(self.done), len(self.failed), len(self.running), self.rows, self.aggregate
+
+    def line(self) -> str:
+        rate = f"{self.rows / self.seconds:,.0f} rows/s" if self.seconds > 0 else "—"
+        waiting = self.shards - len(self.done) - len(self.failed) - len(self.running)
+        parts = [
+            f"{len(self.done)}/{self.shards} shards done",
+            f"{len(self.failed)} failed",
+            f"{len(self.running)} running",
+            f"{waiting} waiting",
+            f"{self.rows:,} rows, {rate}",
+        ]
+        if self.aggregate is not None:
+            parts.append(f"aggregate {self.aggregate.value.lower()}")
+        return f"[{self.status.value.lower()}] " + ", ".join(parts)
+
+
+def backfill_progress(instance: dg.DagsterInstance, backfill_id: str, rescoring: RescoringDefs) -> BackfillProgress:
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is None:
+        raise LookupError(backfill_id)
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill_id}))  # newest first
+    latest: dict[str, dg.DagsterRun] = {}
+    aggregate: dg.DagsterRun | None = None
+    for run in runs:
+        shard = run.tags.get(SHARD_TAG)
+        if shard is not None:
+            latest.setdefault(shard, run)
+        elif aggregate is None:
+            aggregate = run
+    by_state: dict[str, list[str]] = {"done": [], "failed": [], "running": []}
+    for shard, run in sorted(latest.items()):
+        if run.status == dg.DagsterRunStatus.SUCCESS:
+            by_state["done"].append(shard)
+        elif run.status in _FAILED:
+            by_state["failed"].append(shard)
+        elif run.status in _RUNNING:
+            by_state["running"].append(shard)
+    return BackfillProgress(
+        status=backfill.status,
+        shards=_targeted_shards(backfill, rescoring),
+        aggregate=None if aggregate is None else aggregate.status,
+        rows=_rows_scored(instance, rescoring, {run.run_id for run in latest.values()}, backfill.backfill_timestamp),
+        seconds=max(0.0, time.time() - backfill.backfill_timestamp),
+        **by_state,
+    )
+
+
+def _targeted_shards(backfill: PartitionBackfill, rescoring: RescoringDefs) -> int:
+    data = backfill.asset_backfill_data
+    if data is None:
+        return 0
+    subset = data.target_subset.get_partitions_subset(rescoring.reverified_key)
+    return len(subset.get_partition_keys())
+
+
+def _rows_scored(instance: dg.DagsterInstance, rescoring: RescoringDefs, run_ids: set[str], since: float) -> int:
+    """The rows of the shard materializations these runs recorded (their ``rows`` metadata)."""
+    rows: Counter[str] = Counter()
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=rescoring.reverified_key, after_timestamp=since), limit=10_000
+    ).records
+    for record in records:
+        materialization = record.asset_materialization
+        if record.run_id in run_ids and materialization is not None:
+            value = materialization.metadata.get("rows")
+            rows[record.run_id] = int(getattr(value, "value", value) or 0)
+    return sum(rows.values())

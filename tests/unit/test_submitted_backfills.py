@@ -1,0 +1,135 @@
+"""The scale-out path's own logic: which executor the deployment asks for, the flags of ``backfill --submit``,
+and how a submitted backfill's progress reads. The cluster itself: tests/e2e/test_celery_cluster.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.execution.backfill import BulkActionStatus
+
+from reverify_assets.cli.main import main
+from reverify_assets.defs.deployment import CELERY_EXECUTOR_NAME, EXECUTOR_CONFIG_ENV, deployment_executor
+from reverify_assets.defs.submitted_backfills import BackfillProgress
+from reverify_assets.errors import ReverifyError
+from tests.support.cli import ROOT
+from tests.support.project import make_project
+
+CELERY_CONFIG = ROOT / "deploy" / "celery" / "celery.yaml"
+
+
+def test_without_the_variable_runs_keep_dagsters_default_executor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(EXECUTOR_CONFIG_ENV, raising=False)
+    assert deployment_executor() is None
+
+
+def test_the_deploy_files_celery_config_gives_the_celery_executor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(EXECUTOR_CONFIG_ENV, str(CELERY_CONFIG))
+    executor = deployment_executor()
+    assert isinstance(executor, dg.ExecutorDefinition) and executor.name == CELERY_EXECUTOR_NAME
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, r"cannot read the Celery config .*celery.yaml \(named by REVERIFY_EXECUTOR_CONFIG\)"),
+        ("execution: [", r"celery.yaml \(named by REVERIFY_EXECUTOR_CONFIG\) is not valid YAML"),
+        ("broker: redis://r:6379/0\n", r"has no `execution: config: broker:`"),
+        ("execution:\n  config:\n    backend: redis://r:6379/1\n", r"has no `execution: config: broker:`"),
+        ("[]", r"has no `execution: config: broker:`"),
+    ],
+    ids=["missing", "not YAML", "not under execution", "no broker", "a list"],
+)
+def test_a_bad_celery_config_is_one_line_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | None, message: str
+) -> None:
+    path = tmp_path / "celery.yaml"
+    if text is not None:
+        path.write_text(text)
+    monkeypatch.setenv(EXECUTOR_CONFIG_ENV, str(path))
+    with pytest.raises(ReverifyError, match=message):
+        deployment_executor()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--submit", "--parallel", "2"], "--parallel is for shards run here"),
+        (["--follow", "abcdefgh", "--parallel", "2"], "--parallel is for shards run here"),
+        (["--submit", "--follow", "abcdefgh"], "give one of them"),
+    ],
+)
+def test_flags_that_do_not_go_together_are_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    project = make_project(tmp_path, tasks=2, rollouts_per_task=1)
+    assert main(["backfill", project.name, "--project", str(project.root), *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def progress(status: BulkActionStatus, **fields: object) -> BackfillProgress:
+    defaults: dict[str, object] = {
+        "shards": 8,
+        "done": [],
+        "failed": [],
+        "running": [],
+        "aggregate": None,
+        "rows": 0,
+        "seconds": 10.0,
+    }
+    return BackfillProgress(status=status, **{**defaults, **fields})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("state", "line"),
+    [
+        (
+            progress(BulkActionStatus.REQUESTED),
+            "[requested] 0/8 shards done, 0 failed, 0 running, 8 waiting, 0 rows, 0 rows/s",
+        ),
+        (
+            progress(BulkActionStatus.REQUESTED, done=["a", "b"], failed=["c"], running=["d"], rows=2500),
+            "[requested] 2/8 shards done, 1 failed, 1 running, 4 waiting, 2,500 rows, 250 rows/s",
+        ),
+        (
+            progress(
+                BulkActionStatus.COMPLETED_SUCCESS,
+                done=list("abcdefgh"),
+                rows=320,
+                aggregate=dg.DagsterRunStatus.SUCCESS,
+            ),
+            "[completed_success] 8/8 shards done, 0 failed, 0 running, 0 waiting, 320 rows, 32 rows/s, "
+            "aggregate success",
+        ),
+    ],
+)
+def test_the_progress_line(state: BackfillProgress, line: str) -> None:
+    assert state.line() == line
+
+
+@pytest.mark.parametrize(
+    ("status", "ended", "succeeded"),
+    [
+        (BulkActionStatus.REQUESTED, False, False),
+        (BulkActionStatus.CANCELING, False, False),
+        (BulkActionStatus.COMPLETED_SUCCESS, True, True),
+        (BulkActionStatus.COMPLETED_FAILED, True, False),
+        (BulkActionStatus.FAILED, True, False),
+        (BulkActionStatus.CANCELED, True, False),
+    ],
+)
+def test_the_command_exits_when_the_backfill_ends_and_from_how(
+    status: BulkActionStatus, ended: bool, succeeded: bool
+) -> None:
+    assert (progress(status).ended, progress(status).succeeded) == (ended, succeeded)
+
+
+def test_following_a_backfill_the_instance_does_not_have_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path, tasks=2, rollouts_per_task=1)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    assert main(["backfill", project.name, "--project", str(project.root), "--follow", "nosuchid"]) == 1
+    assert "no backfill nosuchid in the Dagster instance at" in capsys.readouterr().err
