@@ -7,21 +7,38 @@ exits 0 when the backfill succeeded, 1 when it ended otherwise.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from reverify_assets.cli.rescoring_runs import BACKFILL_TAGS, current_status, open_instance, register_shards
+from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV
 from reverify_assets.defs.rescoring_defs import RescoringDefs
-from reverify_assets.defs.submitted_backfills import BackfillProgress, backfill_progress, submit_backfill
+from reverify_assets.defs.submitted_backfills import (
+    BackfillProgress,
+    backfill_progress,
+    failure_reasons,
+    submit_backfill,
+)
 from reverify_assets.errors import ReverifyError
 from reverify_assets.rescoring.status import ShardState
 
 POLL_S = 2.0
 
 
-def submit(variants: Sequence[RescoringDefs], states: Sequence[ShardState], *, ui_url: str) -> None:
-    """Per variant, a backfill of its shards in ``states`` and its aggregate, submitted; then each followed."""
+def submit(
+    variants: Sequence[RescoringDefs], states: Sequence[ShardState], *, ui_url: str, worker_wait_s: float
+) -> None:
+    """Per variant, a backfill of its shards in ``states`` and its aggregate, submitted; then each followed. Where
+    the steps go to Celery, first the broker, the backend and a worker (waited for ``worker_wait_s``)."""
+    if executor_config := os.environ.get(EXECUTOR_CONFIG_ENV, "").strip():
+        # dagster-celery is an extra: imported only for a deployment that names Celery.
+        from reverify_assets.defs.celery_workers import STEP_QUEUE, check_celery_workers
+
+        workers = check_celery_workers(Path(executor_config), wait_s=worker_wait_s)
+        print(f"Celery: {len(workers)} workers on queue {STEP_QUEUE!r}: {', '.join(workers)}")
     register_shards(variants[0])
     submitted: list[tuple[RescoringDefs, str]] = []
     with open_instance() as instance:
@@ -76,7 +93,7 @@ def follow(rescoring: RescoringDefs, backfill_id: str, *, ui_url: str) -> bool:
                     print(f"  {progress.line()}", flush=True)
                     last = counts
                 if progress.ended:
-                    _print_end(rescoring, backfill_id, progress)
+                    _print_end(rescoring, backfill_id, progress, failure_reasons(instance, backfill_id))
                     return progress.succeeded
                 time.sleep(POLL_S)
     except KeyboardInterrupt:
@@ -94,7 +111,9 @@ def backfill_page(ui_url: str, backfill_id: str) -> str:
     return f"{ui_url.rstrip('/')}/runs/b/{backfill_id}"
 
 
-def _print_end(rescoring: RescoringDefs, backfill_id: str, progress: BackfillProgress) -> None:
+def _print_end(rescoring: RescoringDefs, backfill_id: str, progress: BackfillProgress, reasons: dict[str, str]) -> None:
     print(f"{rescoring.label}: backfill {backfill_id} {progress.status.value.lower()} after {progress.seconds:.0f} s")
-    if progress.failed:
-        print(f"  failed: {' '.join(progress.failed)} (see `reverify status {rescoring.spec.name}`)")
+    for shard, reason in reasons.items():
+        print(f"  {shard} failed: {reason}")
+    if reasons:
+        print(f"  resubmit the failed shards: reverify backfill {rescoring.spec.name} --failed --submit")

@@ -40,6 +40,13 @@ def add_rescoring_parsers(commands: Any) -> None:
     backfill.add_argument(
         "--ui-url", default="http://127.0.0.1:3000", help="the Dagster UI's address, for the backfill's page"
     )
+    backfill.add_argument(
+        "--worker-wait",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="with --submit on Celery: how long to wait for a worker on the steps' queue before giving up (20)",
+    )
     ui = commands.add_parser("ui", help="start the Dagster UI on the CLI's DAGSTER_HOME")
     ui.add_argument("--project", default=".", help="the project root holding workspace.yaml (default: .)")
     ui.add_argument("--port", type=int, default=3000)
@@ -87,7 +94,7 @@ def rescoring_command(args: argparse.Namespace) -> None:
         if args.submit:
             from reverify_assets.cli.backfill_submit import submit
 
-            submit(variants, states, ui_url=args.ui_url)
+            submit(variants, states, ui_url=args.ui_url, worker_wait_s=args.worker_wait)
             return
         rescoring_runs.backfill(
             variants,

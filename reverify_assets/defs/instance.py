@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.atomic_files import write_bytes_atomic
 from reverify_assets.lib.dagster_home import DAGSTER_HOME_ENV, dagster_home
 
@@ -16,6 +18,8 @@ if TYPE_CHECKING:  # Dagster's import takes a second: the CLI makes it in a thre
 # Held while the instance is opened: the first opening of a home creates its storage, and two commands doing that
 # at once (two runs started together on a new home) collide on its tables.
 INSTANCE_OPENING_LOCK = ".reverify-instance.lock"
+# By name, so that neither driver need be installed: dagster-postgres's give-up, psycopg2's and SQLAlchemy's.
+STORAGE_CONNECTION_ERRORS = frozenset({"DagsterPostgresException", "OperationalError"})
 
 DAGSTER_YAML = """\
 # Written by reverify on first use. Local SQLite storage; see docs for PostgreSQL.
@@ -44,4 +48,40 @@ def open_dagster_instance() -> dg.DagsterInstance:
     home = ensure_dagster_home()
     with (home / INSTANCE_OPENING_LOCK).open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        return dg.DagsterInstance.get()
+        quiet = _RetryNotices()  # each retry's traceback-sized warning: the error below says it once
+        logging.getLogger().addFilter(quiet)
+        try:
+            return dg.DagsterInstance.get()
+        except Exception as exc:
+            if not _is_storage_unreachable(exc):
+                raise
+            raise ReverifyError(
+                f"cannot reach the Dagster instance's storage ({home / 'dagster.yaml'}): {_root_cause(exc)}"
+            ) from exc
+        finally:
+            logging.getLogger().removeFilter(quiet)
+
+
+class _RetryNotices(logging.Filter):
+    """dagster-postgres's notice, on the root logger, of each retry of a failed connection."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Retrying failed database connection")
+
+
+def _is_storage_unreachable(exc: BaseException) -> bool:
+    """dagster-postgres gives up after its retries with its own exception, the driver's error as its cause."""
+    return any(type(cause).__name__ in STORAGE_CONNECTION_ERRORS for cause in _causes(exc))
+
+
+def _root_cause(exc: BaseException) -> str:
+    *_, last = _causes(exc)
+    lines = [line.strip() for line in str(last).splitlines() if line.strip()]
+    return lines[0] if lines else type(last).__name__
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = [exc]
+    while (cause := chain[-1].__cause__ or chain[-1].__context__) is not None and cause not in chain:
+        chain.append(cause)
+    return chain

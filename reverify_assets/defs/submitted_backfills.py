@@ -10,6 +10,7 @@ automation condition leaves the aggregate to it.
 from __future__ import annotations
 
 import random
+import re
 import string
 import time
 from collections import Counter
@@ -161,3 +162,41 @@ def _rows_scored(instance: dg.DagsterInstance, rescoring: RescoringDefs, run_ids
             value = materialization.metadata.get("rows")
             rows[record.run_id] = int(getattr(value, "value", value) or 0)
     return sum(rows.values())
+
+
+def failure_reasons(instance: dg.DagsterInstance, backfill_id: str) -> dict[str, str]:
+    """Each failed shard's reason: the first line of its latest run's first step failure (a step refused by
+    our code says our sentence), or the run's own failure (a run whose process died)."""
+    latest: dict[str, dg.DagsterRun] = {}
+    for run in instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill_id})):
+        if (shard := run.tags.get(SHARD_TAG)) is not None:
+            latest.setdefault(shard, run)
+    reasons = {}
+    for shard, run in sorted(latest.items()):
+        if run.status not in _FAILED:
+            continue
+        reasons[shard] = next(
+            (
+                line
+                for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE)
+                for record in instance.all_logs(run.run_id, of_type=kind)
+                if (line := _first_line(record.dagster_event))
+            ),
+            run.status.value.lower(),
+        )
+    return reasons
+
+
+def _first_line(event: dg.DagsterEvent | None) -> str:
+    if event is None:
+        return ""
+    error = getattr(event.event_specific_data, "error", None)
+    # Dagster wraps an error it did not expect in its own ("Error occurred while executing op ..."): the cause
+    # says what happened. Our own refusals reach it unwrapped (``defs.failures``).
+    while error is not None and error.cls_name == "DagsterExecutionStepExecutionError" and error.cause is not None:
+        error = error.cause
+    text = (event.message or "") if error is None else error.message
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if error is not None:  # "reverify_assets.errors.ReverifyError: ...": the sentence
+        line = re.sub(rf"^[\w.]*\b{re.escape(error.cls_name)}: ", "", line)
+    return line

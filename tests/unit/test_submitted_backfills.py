@@ -1,7 +1,7 @@
 """The scale-out path's own logic: which executor the deployment asks for, the flags of ``backfill --submit``,
 and how a submitted backfill's progress reads. The cluster itself: tests/e2e/test_celery_cluster.py."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Dagster reads the asset's context annotation itself.
 
 from pathlib import Path
 
@@ -10,8 +10,10 @@ import pytest
 from dagster._core.execution.backfill import BulkActionStatus
 
 from reverify_assets.cli.main import main
+from reverify_assets.defs.celery_workers import config_differences
 from reverify_assets.defs.deployment import CELERY_EXECUTOR_NAME, EXECUTOR_CONFIG_ENV, deployment_executor
-from reverify_assets.defs.submitted_backfills import BackfillProgress
+from reverify_assets.defs.rescoring_defs import SHARD_TAG
+from reverify_assets.defs.submitted_backfills import BACKFILL_TAG, BackfillProgress, failure_reasons
 from reverify_assets.errors import ReverifyError
 from tests.support.cli import ROOT
 from tests.support.project import make_project
@@ -133,3 +135,59 @@ def test_following_a_backfill_the_instance_does_not_have_names_it(
     (tmp_path / "home").mkdir()
     assert main(["backfill", project.name, "--project", str(project.root), "--follow", "nosuchid"]) == 1
     assert "no backfill nosuchid in the Dagster instance at" in capsys.readouterr().err
+
+
+OURS = {
+    "broker": "redis://127.0.0.1:6379/0",
+    "backend": "redis://127.0.0.1:6379/1",
+    "config_source": {"task_acks_late": True, "broker_transport_options": {"visibility_timeout": 3600}},
+}
+
+
+@pytest.mark.parametrize(
+    ("worker", "differences"),
+    [
+        (
+            {
+                "result_backend": "redis://10.0.0.1:6379/1",  # the same server, reached by another address
+                "task_acks_late": True,
+                "broker_transport_options": {"visibility_timeout": 3600},
+            },
+            [],
+        ),
+        (
+            {"result_backend": "redis://r/1", "broker_transport_options": {"visibility_timeout": 3600}},
+            ["task_acks_late None (here True)"],
+        ),
+        (
+            {
+                "result_backend": "rpc://",
+                "task_acks_late": True,
+                "broker_transport_options": {"visibility_timeout": 60},
+            },
+            [
+                "broker_transport_options {'visibility_timeout': 60} (here {'visibility_timeout': 3600})",
+                "result backend rpc:// (here redis://)",
+            ],
+        ),
+    ],
+    ids=["same", "a setting missing", "another timeout and backend"],
+)
+def test_a_worker_with_another_celery_config_is_told_apart(worker: dict[str, object], differences: list[str]) -> None:
+    assert config_differences(OURS, worker) == differences
+
+
+@dg.asset
+def verify(context: dg.AssetExecutionContext) -> None:
+    if context.run.tags[SHARD_TAG] == "s1":
+        raise ReverifyError("shard s1: the verifier at http://127.0.0.1:9 refused the connection\nmore")
+
+
+def test_a_failed_shards_reason_is_the_first_line_of_its_latest_runs_step_failure() -> None:
+    with dg.instance_for_test() as instance:
+        for shard in ("s0", "s1", "s2"):
+            tags = {BACKFILL_TAG: "abcdefgh", SHARD_TAG: shard}
+            dg.materialize([verify], instance=instance, tags=tags, raise_on_error=False)
+        dg.materialize([verify], instance=instance, tags={SHARD_TAG: "s1"}, raise_on_error=False)  # no backfill's
+        reasons = failure_reasons(instance, "abcdefgh")
+    assert reasons == {"s1": "shard s1: the verifier at http://127.0.0.1:9 refused the connection"}

@@ -1,0 +1,106 @@
+"""Whether the Celery side of a deployment can take a backfill, asked before one is submitted: the broker and the
+result backend answer, and a worker listens on the queue the steps go to. Each fault is one line naming the
+service and its address; without these checks the backfill's runs would wait on a queue nobody reads, or fail
+in the daemon's log with a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV, celery_executor_config
+from reverify_assets.errors import ReverifyError
+
+STEP_QUEUE = "dagster"  # dagster-celery's queue for every step, unless a step's tag names another
+INSPECT_S = 1.0  # one round of asking the workers; repeated until the wait is over
+URL_KEYS = ("broker", "backend")
+
+
+def check_celery_workers(config_path: Path, *, wait_s: float) -> list[str]:
+    """The names of the workers listening on the steps' queue, waiting up to ``wait_s`` for one; raises
+    ReverifyError when the broker or the backend cannot be reached, or no worker answers in time."""
+    from dagster_celery.executor import CeleryExecutor
+    from dagster_celery.make_app import make_app
+    from kombu.utils.url import maybe_sanitize_url
+
+    config = _resolved(config_path, celery_executor_config(config_path))
+    app = make_app(CeleryExecutor.for_cli(**config).app_args())
+    broker, backend = (maybe_sanitize_url(str(config.get(key))) for key in ("broker", "backend"))
+    try:
+        app.connection_for_write().ensure_connection(max_retries=1, timeout=5)
+    except Exception as exc:  # kombu's OperationalError, or the transport's own
+        raise ReverifyError(
+            f"cannot reach the Celery broker at {broker} (from {config_path}): {_first_line(exc)}"
+        ) from exc
+    try:
+        app.backend.client.ping()
+    except AttributeError:
+        pass  # a backend without a client to ask (not Redis): its first result will tell
+    except Exception as exc:
+        raise ReverifyError(
+            f"cannot reach the Celery result backend at {backend} (from {config_path}): {_first_line(exc)}"
+        ) from exc
+    deadline = time.monotonic() + wait_s
+    while True:
+        listening = _listening(app)
+        if listening or time.monotonic() >= deadline:
+            break
+    if not listening:
+        raise ReverifyError(
+            f"no Celery worker is listening on queue {STEP_QUEUE!r} at {broker}: waited {wait_s:.0f} s. Start one "
+            f"where the project is: dagster-celery worker start -A dagster_celery.app -y {config_path}. A worker "
+            "that cannot reach PostgreSQL or Redis exits as it starts: see its output."
+        )
+    settings = app.control.inspect(timeout=INSPECT_S, destination=listening).conf(with_defaults=False) or {}
+    for worker in listening:
+        if differences := config_differences(config, settings.get(worker, {})):
+            raise ReverifyError(
+                f"Celery worker {worker} runs with another config than {config_path}: {'; '.join(differences)}. "
+                f"Restart it with -y {config_path}"
+            )
+    return listening
+
+
+def config_differences(config: dict[str, Any], worker: dict[str, Any]) -> list[str]:
+    """Where a worker's Celery settings differ from ``config``'s: its ``config_source`` and the backend's kind
+    (not the addresses, which differ from machine to machine for one server)."""
+    differences = [
+        f"{key} {worker.get(key)!r} (here {value!r})"
+        for key, value in sorted((config.get("config_source") or {}).items())
+        if worker.get(key) != value
+    ]
+    ours, theirs = str(config.get("backend") or ""), str(worker.get("result_backend") or "")
+    if urlsplit(ours).scheme != urlsplit(theirs).scheme:
+        differences.append(f"result backend {urlsplit(theirs).scheme or 'none'}:// (here {urlsplit(ours).scheme}://)")
+    return differences
+
+
+def _resolved(config_path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The config with its URLs' ``env:`` references read from this process's environment, as the run and the
+    workers read them in theirs."""
+    resolved = dict(config)
+    for key in URL_KEYS:
+        value = config.get(key)
+        if isinstance(value, dict) and set(value) == {"env"}:
+            name = str(value["env"])
+            if not os.environ.get(name):
+                raise ReverifyError(
+                    f"{name} is not set: the Celery config {config_path} (named by {EXECUTOR_CONFIG_ENV}) takes "
+                    f"execution.config.{key} from it"
+                )
+            resolved[key] = os.environ[name]
+    return resolved
+
+
+def _listening(app: Any) -> list[str]:
+    queues = app.control.inspect(timeout=INSPECT_S).active_queues() or {}
+    return sorted(worker for worker, consumed in queues.items() if any(q.get("name") == STEP_QUEUE for q in consumed))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split("\n", 1)[0].split())
+    return text or type(exc).__name__
