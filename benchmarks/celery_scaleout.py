@@ -4,7 +4,7 @@ workers, against today's local `reverify backfill --parallel P` on the same file
 For each worker count W: a fresh project folder and DAGSTER_HOME (deploy/celery/dagster.yaml unchanged), a
 throwaway PostgreSQL and Redis, the Dagster daemon and W dagster-celery workers (plain processes on this
 machine: the figures are about Dagster and Celery's overheads, not the network), then the backfill, timed from
-the command's start to its end; the daemon and workers are started and ready before the clock starts. Then
+the command's start to its end, once every worker has said it is ready. Then
 `reverify backfill --parallel P` for each P on a fresh SQLite home. Every merged output must equal the first.
 
 A benchmark, not a test: it prints figures and asserts nothing about time; it exits 1 only when a command
@@ -91,16 +91,25 @@ def on_celery(folder: Path, tasks: int, shards: int, workers: int) -> tuple[floa
             "REVERIFY_CELERY_BACKEND": redis.url(db=1),
             **postgres.env(),
         }
-        for number in range(1, workers + 1):
-            log = folder / f"worker{number}.log"
+        logs = [folder / f"worker{number}.log" for number in range(1, workers + 1)]
+        for number, log in enumerate(logs, 1):
             cluster.callback(stop, celery_worker(f"worker{number}", CELERY_CONFIG, env, cwd=project.root, log=log))
         cluster.callback(stop, dagster_daemon(project.root / "workspace.yaml", env, log=folder / "daemon.log"))
         shards_registered = command(["shards", NAME, "--project", str(project.root)], env)
         print(shards_registered.splitlines()[0])
+        wait_for_ready(logs)  # every worker, so that the clock starts with all of them taking steps
         started = time.monotonic()
-        # --worker-wait: the clock starts once every worker answers (the check waits for the first only).
         command(["backfill", NAME, "--project", str(project.root), "--submit", "--worker-wait", "120"], env)
         return time.monotonic() - started, next(project.results().glob("*/merged.jsonl"))
+
+
+def wait_for_ready(logs: list[Path], timeout_s: float = 300.0) -> None:
+    """Until each worker's log has Celery's "ready." line."""
+    deadline = time.monotonic() + timeout_s
+    while not all(log.exists() and " ready." in log.read_text(errors="replace") for log in logs):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the workers were not ready within {timeout_s:.0f} s: see {', '.join(map(str, logs))}")
+        time.sleep(0.5)
 
 
 def local(folder: Path, tasks: int, shards: int, parallel: int) -> tuple[float, Path]:

@@ -12,12 +12,15 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reverify_assets.cli.rescoring_runs import BACKFILL_TAGS, current_status, open_instance, register_shards
 from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV
 from reverify_assets.defs.rescoring_defs import RescoringDefs
 from reverify_assets.defs.submitted_backfills import (
+    DAEMON_SILENT_S,
     BackfillProgress,
+    backfill_daemon_heard,
     backfill_progress,
     failure_reasons,
     submit_backfill,
@@ -25,30 +28,42 @@ from reverify_assets.defs.submitted_backfills import (
 from reverify_assets.errors import ReverifyError
 from reverify_assets.rescoring.status import ShardState
 
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
 POLL_S = 2.0
 
 
 def submit(
-    variants: Sequence[RescoringDefs], states: Sequence[ShardState], *, ui_url: str, worker_wait_s: float
+    variants: Sequence[RescoringDefs],
+    states: Sequence[ShardState],
+    *,
+    aggregate: bool,
+    ui_url: str,
+    worker_wait_s: float,
 ) -> None:
-    """Per variant, a backfill of its shards in ``states`` and its aggregate, submitted; then each followed. Where
-    the steps go to Celery, first the broker, the backend and a worker (waited for ``worker_wait_s``)."""
+    """Per variant, a backfill of its shards in ``states`` (and its aggregate), submitted; then each followed.
+    Where the steps go to Celery, first the broker, the backend and a worker (waited for ``worker_wait_s``)."""
+    # Registered first: the daemon's new-rollouts sensor launches a run for each shard it registers itself, which
+    # would then be re-scored twice.
+    register_shards(variants[0])
     if executor_config := os.environ.get(EXECUTOR_CONFIG_ENV, "").strip():
         # dagster-celery is an extra: imported only for a deployment that names Celery.
         from reverify_assets.defs.celery_workers import STEP_QUEUE, check_celery_workers
 
         workers = check_celery_workers(Path(executor_config), wait_s=worker_wait_s)
         print(f"Celery: {len(workers)} workers on queue {STEP_QUEUE!r}: {', '.join(workers)}")
-    register_shards(variants[0])
     submitted: list[tuple[RescoringDefs, str]] = []
     with open_instance() as instance:
+        _wait_for_the_daemon(instance, worker_wait_s)
         for rescoring in variants:
             todo = current_status(rescoring, instance).needing_work(*states)
             if not todo:
                 print(f"{rescoring.label}: no shard is {' or '.join(s.value for s in states)}: nothing submitted")
                 continue
-            backfill_id = submit_backfill(instance, rescoring, todo, {**BACKFILL_TAGS, "reverify/submitted": "cli"})
-            print(f"{rescoring.label}: backfill {backfill_id} submitted: {len(todo)} shards and the aggregate")
+            backfill_id = submit_backfill(instance, rescoring, todo, BACKFILL_TAGS, aggregate=aggregate)
+            also = " and the aggregate" if aggregate else ""
+            print(f"{rescoring.label}: backfill {backfill_id} submitted: {len(todo)} shards{also}")
             print(f"  in the UI: {backfill_page(ui_url, backfill_id)}")
             submitted.append((rescoring, backfill_id))
     failed = [
@@ -58,6 +73,20 @@ def submit(
     ]
     if failed:
         raise ReverifyError(f"backfill did not succeed: {', '.join(failed)} (see `reverify status`, or the UI)")
+
+
+def _wait_for_the_daemon(instance: DagsterInstance, wait_s: float) -> None:
+    """Refuses to submit a backfill that no daemon would run (waiting ``wait_s`` for one just started)."""
+    deadline = time.monotonic() + wait_s
+    while (heard := backfill_daemon_heard(instance)) is None or heard > DAEMON_SILENT_S:
+        if time.monotonic() >= deadline:
+            last = "never" if heard is None else f"{heard:.0f} s ago"
+            raise ReverifyError(
+                f"no Dagster daemon runs backfills for the instance at {instance.root_directory} (last heard from: "
+                f"{last}); waited {wait_s:.0f} s. Start one where the project is: dagster-daemon run -w "
+                "workspace.yaml"
+            )
+        time.sleep(POLL_S)
 
 
 def follow_to_end(variants: Sequence[RescoringDefs], backfill_id: str, *, ui_url: str) -> None:
@@ -97,10 +126,10 @@ def follow(rescoring: RescoringDefs, backfill_id: str, *, ui_url: str) -> bool:
                     return progress.succeeded
                 time.sleep(POLL_S)
     except KeyboardInterrupt:
+        project = "" if rescoring.spec.root == Path.cwd().resolve() else f" --project {rescoring.spec.root}"
         print(
             f"reverify: stopped following backfill {backfill_id}; it goes on. Follow it again with "
-            f"`reverify backfill {rescoring.spec.name} --follow {backfill_id}`"
-            f"{'' if rescoring.variant is None else f' --variant {rescoring.variant}'}, or in the UI: "
+            f"`reverify backfill {rescoring.spec.name}{project} --follow {backfill_id}`, or in the UI: "
             f"{backfill_page(ui_url, backfill_id)}",
             file=sys.stderr,
         )

@@ -45,7 +45,8 @@ def add_rescoring_parsers(commands: Any) -> None:
         type=float,
         default=20.0,
         metavar="SECONDS",
-        help="with --submit on Celery: how long to wait for a worker on the steps' queue before giving up (20)",
+        help="with --submit: how long to wait for the Dagster daemon and, on Celery, a worker on the steps' queue "
+        "before giving up (20)",
     )
     ui = commands.add_parser("ui", help="start the Dagster UI on the CLI's DAGSTER_HOME")
     ui.add_argument("--project", default=".", help="the project root holding workspace.yaml (default: .)")
@@ -84,6 +85,8 @@ def rescoring_command(args: argparse.Namespace) -> None:
             raise UsageError(f"--parallel must be at least 1, got {args.parallel}")
         if (args.submit or args.follow) and args.parallel != 1:
             raise UsageError("--parallel is for shards run here; with --submit or --follow the instance runs them")
+        if args.worker_wait < 0:
+            raise UsageError(f"--worker-wait must not be negative, got {args.worker_wait:g}")
         if args.submit and args.follow:
             raise UsageError("--submit starts a new backfill, --follow watches one: give one of them")
         if args.follow:
@@ -94,7 +97,13 @@ def rescoring_command(args: argparse.Namespace) -> None:
         if args.submit:
             from reverify_assets.cli.backfill_submit import submit
 
-            submit(variants, states, ui_url=args.ui_url, worker_wait_s=args.worker_wait)
+            submit(
+                variants,
+                states,
+                aggregate=not args.no_aggregate,
+                ui_url=args.ui_url,
+                worker_wait_s=args.worker_wait,
+            )
             return
         rescoring_runs.backfill(
             variants,

@@ -18,46 +18,56 @@ from reverify_assets.errors import ReverifyError
 STEP_QUEUE = "dagster"  # dagster-celery's queue for every step, unless a step's tag names another
 INSPECT_S = 1.0  # one round of asking the workers; repeated until the wait is over
 URL_KEYS = ("broker", "backend")
+DAGSTER_CELERY_DEFAULT = {"broker": "pyamqp://guest@localhost:5672//", "backend": "rpc://"}  # dagster-celery's own
+CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUTS = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": CONNECT_TIMEOUT_S}
 
 
 def check_celery_workers(config_path: Path, *, wait_s: float) -> list[str]:
     """The names of the workers listening on the steps' queue, waiting up to ``wait_s`` for one; raises
-    ReverifyError when the broker or the backend cannot be reached, or no worker answers in time."""
+    ReverifyError when the broker or the backend cannot be reached, no worker answers in time, or one runs with
+    other Celery settings."""
+    # dagster-celery is an extra: imported only for a deployment that names Celery.
     from dagster_celery.executor import CeleryExecutor
     from dagster_celery.make_app import make_app
     from kombu.utils.url import maybe_sanitize_url
 
     config = _resolved(config_path, celery_executor_config(config_path))
     app = make_app(CeleryExecutor.for_cli(**config).app_args())
-    broker, backend = (maybe_sanitize_url(str(config.get(key))) for key in ("broker", "backend"))
+    # An address that drops packets: a connect gives up after this, not after the system's two minutes.
+    app.conf.broker_transport_options = {**app.conf.broker_transport_options, **CONNECT_TIMEOUTS}
+    app.conf.redis_socket_connect_timeout = CONNECT_TIMEOUT_S
+    broker, backend = (maybe_sanitize_url(str(config.get(key) or DAGSTER_CELERY_DEFAULT[key])) for key in URL_KEYS)
     try:
-        app.connection_for_write().ensure_connection(max_retries=1, timeout=5)
-    except Exception as exc:  # kombu's OperationalError, or the transport's own
-        raise ReverifyError(
-            f"cannot reach the Celery broker at {broker} (from {config_path}): {_first_line(exc)}"
-        ) from exc
-    try:
-        app.backend.client.ping()
-    except AttributeError:
-        pass  # a backend without a client to ask (not Redis): its first result will tell
-    except Exception as exc:
-        raise ReverifyError(
-            f"cannot reach the Celery result backend at {backend} (from {config_path}): {_first_line(exc)}"
-        ) from exc
-    deadline = time.monotonic() + wait_s
-    while True:
+        try:
+            app.connection_for_write().ensure_connection(max_retries=1, timeout=CONNECT_TIMEOUT_S)
+        except Exception as exc:  # kombu's OperationalError, or the transport's own
+            raise ReverifyError(
+                f"cannot reach the Celery broker at {broker} (from {config_path}): {_first_line(exc)}"
+            ) from exc
+        try:
+            app.backend.client.ping()
+        except AttributeError:
+            pass  # a backend without a client to ask (not Redis): its first result will tell
+        except Exception as exc:
+            raise ReverifyError(
+                f"cannot reach the Celery result backend at {backend} (from {config_path}): {_first_line(exc)}"
+            ) from exc
+        deadline = time.monotonic() + wait_s
         listening = _listening(app)
-        if listening or time.monotonic() >= deadline:
-            break
-    if not listening:
-        raise ReverifyError(
-            f"no Celery worker is listening on queue {STEP_QUEUE!r} at {broker}: waited {wait_s:.0f} s. Start one "
-            f"where the project is: dagster-celery worker start -A dagster_celery.app -y {config_path}. A worker "
-            "that cannot reach PostgreSQL or Redis exits as it starts: see its output."
-        )
-    settings = app.control.inspect(timeout=INSPECT_S, destination=listening).conf(with_defaults=False) or {}
-    for worker in listening:
-        if differences := config_differences(config, settings.get(worker, {})):
+        while not listening and time.monotonic() < deadline:
+            listening = _listening(app)  # each round waits INSPECT_S for replies
+        if not listening:
+            raise ReverifyError(
+                f"no Celery worker is listening on queue {STEP_QUEUE!r} at {broker}: waited {wait_s:.0f} s. Start "
+                f"one where the project is: dagster-celery worker start -A dagster_celery.app -y {config_path}. A "
+                "worker that cannot reach PostgreSQL or Redis exits as it starts: see its output."
+            )
+        settings = _settings(app, listening, deadline)
+    finally:
+        app.close()
+    for worker, worker_settings in settings.items():
+        if differences := config_differences(config, worker_settings):
             raise ReverifyError(
                 f"Celery worker {worker} runs with another config than {config_path}: {'; '.join(differences)}. "
                 f"Restart it with -y {config_path}"
@@ -65,17 +75,31 @@ def check_celery_workers(config_path: Path, *, wait_s: float) -> list[str]:
     return listening
 
 
+def _settings(app: Any, workers: list[str], deadline: float) -> dict[str, dict[str, Any]]:
+    """The Celery settings of each of ``workers`` that answers by ``deadline`` (once more at least): a worker too
+    busy to answer is not judged."""
+    answered: dict[str, dict[str, Any]] = {}
+    while True:
+        waiting = [worker for worker in workers if worker not in answered]
+        answered.update(app.control.inspect(timeout=INSPECT_S, destination=waiting).conf(with_defaults=False) or {})
+        if len(answered) == len(workers) or time.monotonic() >= deadline:
+            return answered
+
+
 def config_differences(config: dict[str, Any], worker: dict[str, Any]) -> list[str]:
-    """Where a worker's Celery settings differ from ``config``'s: its ``config_source`` and the backend's kind
-    (not the addresses, which differ from machine to machine for one server)."""
+    """Where a worker's Celery settings differ from ``config``'s: its ``config_source``, and the backend's kind and
+    database (not its address, by which each machine reaches the same server its own way)."""
     differences = [
         f"{key} {worker.get(key)!r} (here {value!r})"
         for key, value in sorted((config.get("config_source") or {}).items())
         if worker.get(key) != value
     ]
-    ours, theirs = str(config.get("backend") or ""), str(worker.get("result_backend") or "")
-    if urlsplit(ours).scheme != urlsplit(theirs).scheme:
-        differences.append(f"result backend {urlsplit(theirs).scheme or 'none'}:// (here {urlsplit(ours).scheme}://)")
+    ours = urlsplit(str(config.get("backend") or DAGSTER_CELERY_DEFAULT["backend"]))
+    theirs = urlsplit(str(worker.get("result_backend") or ""))
+    if (ours.scheme, ours.path) != (theirs.scheme, theirs.path):  # the kind, and Redis's database number
+        differences.append(
+            f"result backend {theirs.scheme or 'none'}://…{theirs.path} (here {ours.scheme}://…{ours.path})"
+        )
     return differences
 
 

@@ -2,9 +2,10 @@
 (Dagster's default executor), or on Celery workers when ``REVERIFY_EXECUTOR_CONFIG`` names a Celery config
 (``deploy/celery/celery.yaml``, the file the workers start with too).
 
-An operator picks the executor by configuration, the same code everywhere: the variable is set for the
-daemon, the UI and the CLI (which all load this code location), and read when the code location loads. The
-CLI's own runs (``reverify run``, a local ``reverify backfill``) execute in its process whatever it says.
+An operator picks the executor by configuration, the same code everywhere: the variable is set where the code
+location loads (the daemon and its runs, the UI) and read as it loads. The CLI's own runs (``reverify run``, a
+local ``reverify backfill``) execute in its process whatever it says; ``reverify backfill --submit`` reads it to
+check the workers before it submits (``celery_workers``).
 """
 
 from __future__ import annotations

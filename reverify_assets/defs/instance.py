@@ -18,8 +18,9 @@ if TYPE_CHECKING:  # Dagster's import takes a second: the CLI makes it in a thre
 # Held while the instance is opened: the first opening of a home creates its storage, and two commands doing that
 # at once (two runs started together on a new home) collide on its tables.
 INSTANCE_OPENING_LOCK = ".reverify-instance.lock"
-# By name, so that neither driver need be installed: dagster-postgres's give-up, psycopg2's and SQLAlchemy's.
-STORAGE_CONNECTION_ERRORS = frozenset({"DagsterPostgresException", "OperationalError"})
+# By module, so that the driver need not be installed: dagster-postgres's give-up and the driver's own error (not
+# SQLite's: "database is locked" is no unreachable server).
+STORAGE_CONNECTION_MODULES = ("dagster_postgres", "psycopg2")
 
 DAGSTER_YAML = """\
 # Written by reverify on first use. Local SQLite storage; see docs for PostgreSQL.
@@ -71,7 +72,7 @@ class _RetryNotices(logging.Filter):
 
 def _is_storage_unreachable(exc: BaseException) -> bool:
     """dagster-postgres gives up after its retries with its own exception, the driver's error as its cause."""
-    return any(type(cause).__name__ in STORAGE_CONNECTION_ERRORS for cause in _causes(exc))
+    return any(type(cause).__module__.startswith(STORAGE_CONNECTION_MODULES) for cause in _causes(exc))
 
 
 def _root_cause(exc: BaseException) -> str:

@@ -21,32 +21,36 @@ import dagster as dg
 
 # Dagster 1.13's public API has no way to create a backfill: its UI's GraphQL mutation (which needs a running
 # webserver) builds a PartitionBackfill with this constructor and stores it with ``add_backfill``, as here.
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES, BulkActionStatus, PartitionBackfill
 
 from reverify_assets.defs.rescoring_defs import SHARD_TAG, RescoringDefs
 
 BACKFILL_TAG = "dagster/backfill"  # Dagster's tag on every run a backfill launches
-ENDED = {
-    BulkActionStatus.COMPLETED_SUCCESS,
-    BulkActionStatus.COMPLETED_FAILED,
-    BulkActionStatus.FAILED,
-    BulkActionStatus.CANCELED,
-}
+ENDED = set(BULK_ACTION_TERMINAL_STATUSES)
+BACKFILL_DAEMON = "BACKFILL"  # the daemon type Dagster records the backfill loop's heartbeats under
+# Four of the daemon's heartbeats (one every 30 s): Dagster's own tolerance, 30 minutes, is for its status page.
+DAEMON_SILENT_S = 120.0
 _RUNNING = {dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING}
 _FAILED = {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
 
 def submit_backfill(
-    instance: dg.DagsterInstance, rescoring: RescoringDefs, shards: Sequence[str], tags: Mapping[str, str]
+    instance: dg.DagsterInstance,
+    rescoring: RescoringDefs,
+    shards: Sequence[str],
+    tags: Mapping[str, str],
+    *,
+    aggregate: bool = True,
 ) -> str:
-    """Stores a backfill of ``shards`` (registered) and the aggregate for the daemon; its id."""
+    """Stores a backfill of ``shards`` (registered), and of the aggregate unless ``aggregate`` is False, for the
+    daemon; its id."""
     submitted_at = time.time()
     backfill_id = _new_backfill_id(instance)
     backfill = PartitionBackfill.from_asset_partitions(
         backfill_id=backfill_id,
         asset_graph=dg.Definitions(assets=rescoring.assets).resolve_asset_graph(),
         partition_names=[rescoring.partition_key(shard) for shard in shards],
-        asset_selection=[*rescoring.shard_asset_keys, rescoring.aggregate_key],
+        asset_selection=[*rescoring.shard_asset_keys, *([rescoring.aggregate_key] if aggregate else [])],
         backfill_timestamp=submitted_at,
         # The rescoring's own tags, which its jobs' runs carry (the deployment's run limits per rescoring count
         # them): a backfill's runs are of Dagster's asset job, not of those jobs.
@@ -54,12 +58,19 @@ def submit_backfill(
         dynamic_partitions_store=instance,
         all_partitions=False,
         title=f"reverify backfill {rescoring.label}",
-        description=f"{len(shards)} shards of {rescoring.label} and its aggregate, verifier config "
-        f"{rescoring.setup.config_hash}",
+        description=f"{len(shards)} shards of {rescoring.label}{' and its aggregate' if aggregate else ''}, "
+        f"verifier config {rescoring.setup.config_hash}",
         run_config=None,
     )
     instance.add_backfill(backfill)
     return backfill_id
+
+
+def backfill_daemon_heard(instance: dg.DagsterInstance) -> float | None:
+    """Seconds since the instance's backfill daemon last said it is alive (None: never); past
+    ``DAEMON_SILENT_S`` it is taken for gone, and a backfill submitted now would wait for nobody."""
+    heartbeat = instance.get_daemon_heartbeats().get(BACKFILL_DAEMON)
+    return None if heartbeat is None else max(0.0, time.time() - heartbeat.timestamp)
 
 
 def _new_backfill_id(instance: dg.DagsterInstance) -> str:
@@ -90,7 +101,8 @@ class BackfillProgress:
 
     @property
     def succeeded(self) -> bool:
-        return self.status == BulkActionStatus.COMPLETED_SUCCESS
+        # COMPLETED: what Dagster wrote before it told success from failure (COMPLETED_FAILED).
+        return self.status in (BulkActionStatus.COMPLETED_SUCCESS, BulkActionStatus.COMPLETED)
 
     def counts(self) -> tuple[object, ...]:
         """What changes when the backfill moves on (the rate alone changes every second)."""

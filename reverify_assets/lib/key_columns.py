@@ -266,11 +266,13 @@ class _RepeatedRows:
         return _index_closing(raw[len(head) :])
 
     def remember(self, raw: bytes, task: int, rollout: int, route: int, prompt: int) -> None:
-        """A row just parsed: the rows that repeat it are known by it, if its rollout index is its last field
-        (the name found last is no nested object's and, should the row name it twice, the one read)."""
+        """A row just parsed: the rows that repeat it are known by it, if its rollout index is its last field,
+        found by name from the end: a name that follows a comma (or opens the row), not the end of an escaped
+        key's text, and the value the parse read (a row that names the field twice is not remembered)."""
         cut = raw.rfind(_ROLLOUT_INDEX)  # from the end: the key is the row's last field
         head = raw[: cut + len(_ROLLOUT_INDEX)] if cut > 0 else b""
-        if head and _index_closing(raw[len(head) :]) == rollout:
+        opens_a_field = raw[:cut].rstrip(_JSON_SPACE).endswith((b",", b"{"))
+        if head and opens_a_field and _index_closing(raw[len(head) :]) == rollout:
             self._head, self.task, self.route, self.prompt = head, task, route, prompt
         else:
             self._head = b""

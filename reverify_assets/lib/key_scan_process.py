@@ -1,8 +1,9 @@
 """A key scan (``key_columns``) in a process of its own, for ``reverify run``'s start-up.
 
 In a thread of the CLI the scan would hold the GIL against Dagster's import, which is most of the start-up,
-and both would finish later. In its own process it runs beside the import; inputs and rollouts each get one,
-at the CLI's priority (niced, they made the first request no sooner and a bad file's error 0.8 s later).
+and both would finish later. In its own process it runs beside the import; the inputs get one, and the rollouts
+one or, a big file, one a half (``FilePart``), at the CLI's priority (niced, they made the first request no
+sooner and a bad file's error 0.8 s later).
 The process writes its columns to a file a block at a time (at a million rows it held 80-90 MB of them
 otherwise, beside the CLI at its start-up peak) and exits; ``ScanProcess.columns()`` reads them back. A file the
 exact scan must judge comes back as None, as from ``scan_key_columns`` itself; a process that failed in any
@@ -12,9 +13,8 @@ Its stdin is its lifeline (``lifeline``), a pipe from the caller: should the cal
 removes what nobody will read (SCRATCH, the caller's folder for it, if given; else its own files) and exits at
 once, where it used to finish a scan of a big file for no one.
 
-    python -m reverify_assets.lib.key_scan_process {inputs|rollouts|carried} FILE LIMIT|- OUTPUT PROMPTS PART [SCRATCH]
+    python -m reverify_assets.lib.key_scan_process {inputs|rollouts|carried} FILE LIMIT|- OUTPUT PART [SCRATCH]
 
-PROMPTS: ``prompts`` to fingerprint the rows' prompts (``rollout_identity``), ``-`` not to (the check is off).
 PART: ``START:END`` (bytes; END empty: to the end), the part of the file to scan (``FilePart``).
 """
 
@@ -38,7 +38,6 @@ from reverify_assets.lib.route_fields import RouteTable
 # "carried": rollouts whose rows are carried over as they are (judge recovery's successes): no response needed.
 KINDS = ("inputs", "rollouts", "carried")
 PROMPTED = ("inputs", "rollouts")  # the two sides of the join, whose prompts it compares (``rollout_identity``)
-PROMPTS_ON, PROMPTS_OFF = "prompts", "-"
 ORPHANED = 3  # the exit status of a scan whose caller died: nobody reads it
 REMOVE_PASSES = 3  # of the scratch folder, when the caller died (see _remove)
 
@@ -57,8 +56,7 @@ class ScanProcess:
 
     ``part``: the part of the file to scan (its rows' offsets the file's). ``scratch``: a folder holding
     ``output``, the caller's for this start-up alone, which the scan removes if the caller dies before it is
-    done. ``check_prompts`` False: the join will not compare the prompts
-    (``--allow-prompt-mismatch``), which are then not fingerprinted: at a million rows that is a second of CPU.
+    done.
     """
 
     def __init__(
@@ -69,14 +67,12 @@ class ScanProcess:
         output: Path,
         *,
         scratch: Path | None = None,
-        check_prompts: bool = True,
         part: FilePart = WHOLE_FILE,
     ) -> None:
         self.output = output
         self.stopped = False
-        prompts = PROMPTS_ON if check_prompts and kind in PROMPTED else PROMPTS_OFF
         part_argument = f"{part.start}:{'' if part.end is None else part.end}"
-        arguments = [kind, str(path), "-" if limit is None else str(limit), str(output), prompts, part_argument]
+        arguments = [kind, str(path), "-" if limit is None else str(limit), str(output), part_argument]
         command = module_command(__name__, *arguments, *([] if scratch is None else [str(scratch)]))
         self._process: subprocess.Popen[bytes] | None = None
         self._start_error = ""
@@ -124,13 +120,11 @@ class ScanProcess:
             self._process.stdin.close()
 
 
-def write_columns(
-    path: Path, kind: str, limit: int | None, output: Path, *, prompts: bool, part: FilePart = WHOLE_FILE
-) -> None:
+def write_columns(path: Path, kind: str, limit: int | None, output: Path, *, part: FilePart = WHOLE_FILE) -> None:
     """Scan ``path`` and write its columns to ``output`` block by block (the row count, then each column), so
     that this process holds one block's rows at a time; then the summary beside it (see ``summary_of``),
     written last, under a temporary name until whole: ``{"rows", "routes", "prompts"}`` (``prompts``: whether the
-    columns hold the rows' prompt fingerprints, as asked), or ``{"exact": true}``."""
+    columns hold the rows' prompt fingerprints), or ``{"exact": true}``."""
     routes = RouteTable() if kind == "inputs" else None
     rows = 0
     summary: dict[str, object]
@@ -139,7 +133,7 @@ def write_columns(
             blocks = key_column_blocks(
                 path,
                 routes=routes,
-                prompts=prompts,
+                prompts=kind in PROMPTED,
                 require_response=kind == "rollouts",
                 limit=limit,
                 part=part,
@@ -149,7 +143,7 @@ def write_columns(
                 for values in block.arrays:
                     values.tofile(fh)
                 rows += block.rows
-            summary = {"rows": rows, "routes": None if routes is None else routes.routes, "prompts": prompts}
+            summary = {"rows": rows, "routes": None if routes is None else routes.routes, "prompts": kind in PROMPTED}
         except ExactScanNeeded:
             summary = {"exact": True}
     temporary = _unfinished_summary_of(output)
@@ -201,16 +195,14 @@ def _remove(leftovers: list[Path]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    kind, path, limit, output, prompts, part, *scratch = argv
+    kind, path, limit, output, part, *scratch = argv
     if kind not in KINDS:
         raise SystemExit(f"kind must be one of {KINDS}, not {kind!r}")
-    if prompts not in (PROMPTS_ON, PROMPTS_OFF):
-        raise SystemExit(f"PROMPTS must be {PROMPTS_ON!r} or {PROMPTS_OFF!r}, not {prompts!r}")
     exit_with_parent(partial(_remove, [Path(folder) for folder in scratch] or _files_of(Path(output))), status=ORPHANED)
     limit_rows = None if limit == "-" else int(limit)
     start, _, end = part.partition(":")
     file_part = FilePart(int(start), int(end) if end else None)
-    write_columns(Path(path), kind, limit_rows, Path(output), prompts=prompts == PROMPTS_ON, part=file_part)
+    write_columns(Path(path), kind, limit_rows, Path(output), part=file_part)
     return 0
 
 

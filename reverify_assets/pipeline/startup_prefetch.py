@@ -199,10 +199,7 @@ class PrefetchedInputs:
 
     def _start(self) -> None:
         self._folder = folder = _start_up_folder(self.index_folder)
-        check_prompts = self.join_with is None or not allows_prompt_mismatch(self.join_with.config)
-        inputs_scan = ScanProcess(
-            "inputs", self.inputs, None, folder / "inputs.keys", scratch=folder, check_prompts=check_prompts
-        )
+        inputs_scan = ScanProcess("inputs", self.inputs, None, folder / "inputs.keys", scratch=folder)
         self._scans.append(inputs_scan)
         rollouts_scans = [
             ScanProcess(
@@ -211,7 +208,6 @@ class PrefetchedInputs:
                 self.limit,
                 folder / f"rollouts-{number}.keys",
                 scratch=folder,
-                check_prompts=check_prompts,
                 part=part,
             )
             for number, part in enumerate(_rollouts_parts(self.rollouts, self.limit))
@@ -244,7 +240,10 @@ class PrefetchedInputs:
             def join() -> pl.DataFrame:
                 inputs_index.result()  # its error, if the scan failed
                 return join_and_route(
-                    for_the_join.get(), rollouts_index.result(), setup.topology, check_prompts=check_prompts
+                    for_the_join.get(),
+                    rollouts_index.result(),
+                    setup.topology,
+                    check_prompts=not allows_prompt_mismatch(setup.config),
                 )
 
             plan_key = _plan_key(self.inputs, self.rollouts, self.limit, setup.config_hash)
@@ -300,11 +299,14 @@ def _rollouts_parts(path: Path, limit: int | None) -> tuple[FilePart, ...]:
     """The parts of the rollouts file scanned each by a process of its own: its halves, if it is big and read to
     the end. The rollouts scan is the start-up's longest: at a million rows the inputs scan (whose repeated rows
     are not parsed) and Dagster's import were done 1.9 s before it, and one of two cores was idle."""
+    if limit is not None:
+        return (WHOLE_FILE,)
     try:
-        split = limit is None and path.stat().st_size >= SPLIT_ROLLOUTS_BYTES
-    except OSError:  # the scan says what is wrong with it
-        split = False
-    return FilePart.halves(path) if split else (WHOLE_FILE,)
+        if path.stat().st_size >= SPLIT_ROLLOUTS_BYTES:
+            return FilePart.halves(path)
+    except OSError:  # unreadable: the scan says what is wrong with it
+        pass
+    return (WHOLE_FILE,)
 
 
 def _start_up_folder(parent: Path | None) -> Path:
@@ -354,13 +356,25 @@ def _scanned(
     path: Path, scans: list[ScanProcess], index_of: Callable[[KeyColumns | None], T], scan_here: Callable[[], T]
 ) -> T:
     """The index made of the columns of the scan processes (of the file's consecutive parts); scanned here if one
-    failed (not if it was stopped: ScanStopped)."""
+    failed (not if it was stopped: ScanStopped). Once a part is found to need the exact scan, or its process
+    failed, the other parts' processes are stopped first: nobody will read them."""
+    parts: list[KeyColumns] = []
     try:
-        parts = [scan.columns() for scan in scans]
+        for scan in scans:
+            if (part := scan.columns()) is None:
+                break
+            parts.append(part)
     except ScanFailed as exc:
         log.debug("%s; scanning %s in this process", exc, path)
+        _stop(scans)
         return scan_here()
-    return index_of(None if None in parts else KeyColumns.joined([part for part in parts if part is not None]))
+    _stop(scans)
+    return index_of(KeyColumns.joined(parts) if len(parts) == len(scans) else None)
+
+
+def _stop(scans: list[ScanProcess]) -> None:
+    for scan in scans:
+        scan.stop()
 
 
 def _index_and_write_inputs(

@@ -151,3 +151,19 @@ def test_storage_nobody_listens_on_is_one_line_naming_it(
         f"reverify: error: cannot reach the Dagster instance's storage ({home / 'dagster.yaml'}): connection to "
         f'server at "127.0.0.1", port {closed} failed: Connection refused'
     ]
+
+
+def test_no_daemon_to_run_the_backfill_is_said_and_nothing_is_submitted(
+    tmp_path: Path, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REVERIFY_EXECUTOR_CONFIG", raising=False)  # runs on the daemon's machine: no Celery
+    home = tmp_path / "home"
+    result = run_reverify(
+        "backfill", project.name, "--project", project.root, "--submit", "--worker-wait", "2", home=home
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"reverify: error: no Dagster daemon runs backfills for the instance at {home} (last heard from: never); "
+        "waited 2 s. Start one where the project is: dagster-daemon run -w workspace.yaml"
+    ]
+    assert not backfills_in(home)

@@ -1,8 +1,8 @@
-"""A cluster in miniature: ``reverify backfill --submit`` hands a rescoring of 8 shards to the Dagster daemon,
-whose runs put their steps on two Celery workers, each a host of its own (a network namespace reaching Redis
-and PostgreSQL over a veth pair). One host is lost (every process in it killed) while it runs a shard: the
-backfill still ends with every shard materialized once, and the merged output is what one unsharded
-``reverify run`` gives.
+"""A cluster in miniature: ``reverify backfill --submit`` hands a rescoring of 8 shards to the Dagster daemon
+(and, interrupted, leaves it there for ``--follow``), whose runs put their steps on two Celery workers, each a
+host of its own (a network namespace reaching Redis and PostgreSQL over a veth pair). One host is lost (every
+process in it killed) while it runs a shard: the backfill still ends with every shard materialized once, and
+the merged output is what one unsharded ``reverify run`` gives.
 
 Everything is configured as ``docs/scale-out.md`` tells an operator: ``deploy/celery/dagster.yaml`` unchanged
 as the instance, ``deploy/celery/celery.yaml`` for the workers and the code location, with one change: the
@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -84,6 +85,17 @@ def celery_config(path: Path) -> Path:
     return path
 
 
+def start_reverify(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [str(VENV_BIN / "reverify"), *args], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def read(log: Path) -> str:
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
 def tasks_in(log: Path, pattern: re.Pattern[str]) -> set[str]:
     return set(pattern.findall(log.read_text(errors="replace"))) if log.exists() else set()
 
@@ -101,6 +113,18 @@ def steps_taken_by(instance: dg.DagsterInstance, worker: str) -> list[str]:
     return [
         run.run_id for run in runs if any(name.startswith(f"{worker}@") for name in step_workers(instance, run.run_id))
     ]
+
+
+def shard_materializations(instance: dg.DagsterInstance) -> dict[str, int]:
+    """How many times each shard's reverified rows were materialized."""
+    records = instance.fetch_materializations(dg.AssetKey([NAME, "reverified_shard"]), limit=1000).records
+    counts: dict[str, int] = {}
+    for record in records:
+        partition = record.partition_key
+        assert partition is not None
+        shard = partition.split("|")[0]  # "<shard>|<config>": Dagster joins the dimensions in their names' order
+        counts[shard] = counts.get(shard, 0) + 1
+    return counts
 
 
 def step_workers(instance: dg.DagsterInstance, run_id: str) -> list[str]:
@@ -164,17 +188,31 @@ def test_a_submitted_backfill_runs_on_two_celery_hosts_and_loses_nothing_when_on
             log = logs / f"worker{number}.log"
             workers.append(celery_worker(f"worker{number}", config, env, cwd=project.root, log=log, namespace=host))
             cluster.callback(stop, workers[-1])
+        # Registered before the daemon starts: its new-rollouts sensor would otherwise register them itself and
+        # launch a run for each, beside the backfill's (docs/scale-out.md).
+        registered = run_reverify("shards", NAME, "--project", project.root, home=home)
+        assert registered.returncode == 0, registered.stderr
         daemon = dagster_daemon(project.root / "workspace.yaml", here, log=logs / "daemon.log")
         cluster.callback(stop, daemon)
 
-        with open(logs / "backfill.log", "w") as out:
-            backfill = subprocess.Popen(
-                [str(VENV_BIN / "reverify"), "backfill", NAME, "--project", str(project.root), "--submit"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        cluster.callback(stop, backfill)  # on a failed assertion below; a no-op once it has ended
+        # Submitted, followed a moment, then Ctrl-C: the following stops, the backfill goes on.
+        # --worker-wait: the daemon and the workers were started moments ago, on a machine that may be busy.
+        submit = ["backfill", NAME, "--project", str(project.root), "--submit", "--worker-wait", "300"]
+        submitted = start_reverify(submit, logs / "submit.log")
+        cluster.callback(stop, submitted)  # on a failed assertion below; a no-op once it has ended
+        following = re.compile(r"backfill ([a-z]+) submitted.*\n.*\n  \[", re.S)
+        assert wait_until(lambda: following.search(read(logs / "submit.log")), timeout=CLI_LIMIT_S), _logs(logs)
+        backfill_id = following.search(read(logs / "submit.log")).group(1)  # type: ignore[union-attr]
+        submitted.send_signal(signal.SIGINT)
+        assert submitted.wait(timeout=CLI_LIMIT_S) == 130, _logs(logs)
+        assert (
+            f"stopped following backfill {backfill_id}; it goes on. Follow it again with "
+            f"`reverify backfill {NAME} --project {project.root} --follow {backfill_id}`"
+        ) in read(logs / "submit.log")
+        backfill = start_reverify(
+            ["backfill", NAME, "--project", str(project.root), "--follow", backfill_id], logs / "follow.log"
+        )
+        cluster.callback(stop, backfill)
 
         # Lose worker 1's host while it runs a shard step, once it has finished another.
         worker1_log = logs / "worker1.log"
@@ -184,7 +222,7 @@ def test_a_submitted_backfill_runs_on_two_celery_hosts_and_loses_nothing_when_on
                 done = len(tasks_in(worker1_log, SUCCEEDED))
                 return done > 0 and len(steps_taken_by(instance, "worker1")) > done
 
-            assert wait_until(worker1_busy_after_a_success, timeout=CLI_LIMIT_S, poll_s=0.5), _logs(logs)
+            assert wait_until(worker1_busy_after_a_success, timeout=CLI_LIMIT_S, poll_s=0.2), _logs(logs)
         if hosts is None:
             stop(workers[0], grace_s=0)
         else:
@@ -201,6 +239,7 @@ def test_a_submitted_backfill_runs_on_two_celery_hosts_and_loses_nothing_when_on
                 for run in reversed(runs)
                 if SHARD_TAG in run.tags
             ]
+            materializations = shard_materializations(instance)
     print("\n".join(f"{shard} {status.value}: {' '.join(workers)}" for shard, status, workers in history))
     finished = {shard: workers for shard, status, workers in history if status == dg.DagsterRunStatus.SUCCESS}
     assert sorted(finished) == [f"main.s{number:05d}" for number in range(SHARDS)], history
@@ -215,6 +254,10 @@ def test_a_submitted_backfill_runs_on_two_celery_hosts_and_loses_nothing_when_on
         if workers[-1].startswith("worker2@") and any(worker.startswith("worker1@") for worker in took[shard])
     ]
     assert lost, f"no shard worker 1 was running when lost was finished by worker 2: {history}"
+    # Taken up again by Celery within its run, not by a run retry, and no step given to two workers while it ran.
+    assert all(status == dg.DagsterRunStatus.SUCCESS for _, status, _ in history), history
+    assert [shard for shard, workers in took.items() if len(workers) > 1] == lost, history
+    assert materializations == dict.fromkeys(finished, 1), materializations
 
     merged = next(project.results().glob("*/merged.jsonl"))
     assert scored_by_key(merged) == expected

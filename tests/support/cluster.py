@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,6 +25,8 @@ from tests.support.process_tree import descendants, kill_all
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 SUBNET = "10.231"  # 10.231.<n>.1 the host's end of namespace n's veth pair, 10.231.<n>.2 the namespace's
 START_TIMEOUT_S = 60.0
+START_ATTEMPTS = 3
+NAMESPACE_NAME = re.compile(r"rv(\d+)n\d+")
 
 
 class ClusterUnavailable(RuntimeError):
@@ -49,19 +52,25 @@ def network_namespaces(count: int) -> Iterator[list[Namespace]]:
     ClusterUnavailable when namespaces cannot be made here (no ``ip``, no CAP_SYS_ADMIN)."""
     if shutil.which("ip") is None:
         raise ClusterUnavailable("no `ip` command (iproute2) to make network namespaces")
-    tag = f"{os.getpid() % 100000}"
+    _remove_stale_namespaces()
+    tag = f"{os.getpid()}"
     made: list[Namespace] = []
+    host_ends: list[str] = []
     try:
         for number in range(1, count + 1):
-            name, host_end, own_end = f"rv{tag}n{number}", f"rv{tag}h{number}", f"rv{tag}c{number}"
+            # Interface names are at most 15 bytes: the pid in the namespace's name only.
+            name, host_end, own_end = f"rv{tag}n{number}", f"rvh{os.getpid() % 10000}x{number}", "rvc0"
             host_address, address = f"{SUBNET}.{number}.1", f"{SUBNET}.{number}.2"
             try:
                 _ip("netns", "add", name)
             except subprocess.CalledProcessError as exc:
                 raise ClusterUnavailable(f"cannot make a network namespace: {exc.stderr.strip()}") from exc
             made.append(Namespace(name, address, host_address))
-            _ip("link", "add", host_end, "type", "veth", "peer", "name", own_end)
-            _ip("link", "set", own_end, "netns", name)
+            try:
+                _ip("link", "add", host_end, "type", "veth", "peer", "name", own_end, "netns", name)
+            except subprocess.CalledProcessError as exc:
+                raise ClusterUnavailable(f"cannot make a veth pair: {exc.stderr.strip()}") from exc
+            host_ends.append(host_end)
             _ip("addr", "add", f"{host_address}/24", "dev", host_end)
             _ip("link", "set", host_end, "up")
             for args in (("addr", "add", f"{address}/24", "dev", own_end), ("link", "set", own_end, "up")):
@@ -73,6 +82,22 @@ def network_namespaces(count: int) -> Iterator[list[Namespace]]:
             stop_namespace_processes(namespace)
             with contextlib.suppress(subprocess.CalledProcessError):
                 _ip("netns", "del", namespace.name)  # takes its end of the veth pair, and so the pair, with it
+        for host_end in host_ends:  # in case the namespace went first and left it
+            with contextlib.suppress(subprocess.CalledProcessError):
+                _ip("link", "del", host_end)
+
+
+def _remove_stale_namespaces() -> None:
+    """The namespaces of runs of these tests whose process is gone (killed before it could remove them): their
+    addresses would clash with ours."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    for line in listed.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if (match := NAMESPACE_NAME.fullmatch(name)) and not Path(f"/proc/{match.group(1)}").exists():
+            namespace = Namespace(name, "", "")
+            stop_namespace_processes(namespace)
+            with contextlib.suppress(subprocess.CalledProcessError):
+                _ip("netns", "del", name)
 
 
 def stop_namespace_processes(namespace: Namespace) -> None:
@@ -102,22 +127,32 @@ def redis_server(addresses: Sequence[str] = ("127.0.0.1",)) -> Iterator[RedisSer
     if binary is None:
         raise ClusterUnavailable("no redis-server (Debian's redis-server package)")
     folder = Path(tempfile.mkdtemp(prefix="reverify-redis-"))
-    port = free_port()
-    command = [
-        binary,
-        "--port", str(port),
-        "--bind", " ".join(addresses),
-        "--protected-mode", "no",  # no password on a test's own addresses
-        "--save", "",
-        "--appendonly", "no",
-        "--dir", str(folder),
-    ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=folder)
     try:
-        _wait_for_port(port, process, "redis-server")
-        yield RedisServer(port)
+        for attempt in range(START_ATTEMPTS):
+            port = free_port()  # free a moment ago: another process may take it first, hence the attempts
+            command = [
+                binary,
+                "--port", str(port),
+                "--bind", " ".join(addresses),
+                "--protected-mode", "no",  # no password on a test's own addresses
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(folder),
+            ]  # fmt: skip
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=folder)
+            try:
+                _wait_for_port(port, process, "redis-server")
+            except RuntimeError:
+                stop(process)
+                if attempt == START_ATTEMPTS - 1:
+                    raise
+                continue
+            try:
+                yield RedisServer(port)
+            finally:
+                stop(process)
+            return
     finally:
-        stop(process)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -172,16 +207,21 @@ def dagster_daemon(workspace: Path, env: Mapping[str, str], *, log: Path) -> sub
 
 
 def stop(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """SIGTERM the process and everything it started, then SIGKILL what is left after ``grace_s``."""
+    """SIGTERM the process and everything it started, then SIGKILL what is left after ``grace_s``. A process
+    started in a session of its own (as every one here) is stopped with its whole group, even when it has ended
+    and left children behind; one already waited for is left alone (its pid may be another's by now)."""
+    if process.returncode is not None:
+        return
     tree = descendants(process.pid)
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)  # a session of its own: the group is its tree
-        except (ProcessLookupError, PermissionError):
-            process.terminate()
-        try:
-            process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):  # not a group leader
+        process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # the group outlives its leader while a member lives
     kill_all(tree)

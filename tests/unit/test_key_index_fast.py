@@ -180,6 +180,10 @@ OTHER_PROMPT = {"input": "2+3?"}
         [materialized(0, b"0", meta={"_ng_rollout_index": 5}), materialized(0, b"1", meta={"_ng_rollout_index": 5})],
         [orjson.dumps({"_ng_rollout_index": 0, "_ng_task_index": 0, "m": {"_ng_rollout_index": 1}}), row(0, 1)],
         [materialized(0, b"0"), materialized(0, b"1") + b" "],
+        [  # the name at the end of an escaped key's text: not the rollout index
+            b'{"_ng_task_index":0,"_ng_rollout_index":0,"k\\"_ng_rollout_index":0}',
+            b'{"_ng_task_index":0,"_ng_rollout_index":0,"k\\"_ng_rollout_index":1}',
+        ],
     ],
 )
 @pytest.mark.parametrize("end", [b"\n", b"\r\n"])
@@ -302,22 +306,20 @@ def test_files_read_in_pieces_index_as_one_read(
     assert index_rollouts(path, limit=5).frame.equals(exact_rollouts(path, limit=5))
 
 
-@pytest.mark.parametrize(
-    ("kind", "prompts"), [("inputs", True), ("inputs", False), ("rollouts", True), ("carried", False)]
-)
+@pytest.mark.parametrize("kind", ["inputs", "rollouts", "carried"])
 @pytest.mark.parametrize("limit", [None, 7])
 def test_the_scan_process_file_holds_what_the_scan_gives(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, prompts: bool, limit: int | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, limit: int | None
 ) -> None:
     lines = [rollout(task, 0, agent_ref={**AGENT, "name": f"a{task % 3}"}, pad="x" * task) for task in range(12)]
     path = write(tmp_path / "f.jsonl", lines)
     monkeypatch.setattr(key_columns, "BLOCK_BYTES", 200)  # a few rows a block
     output = tmp_path / "f.keys"
-    key_scan_process.write_columns(path, kind, limit, output, prompts=prompts)
+    key_scan_process.write_columns(path, kind, limit, output)
     expected = scan_key_columns(
         path,
         with_routes=kind == "inputs",
-        with_prompts=prompts,
+        with_prompts=kind in key_scan_process.PROMPTED,
         require_response=kind == "rollouts",
         limit=limit,
     )
@@ -353,7 +355,7 @@ def test_a_file_scanned_in_halves_gives_the_whole_scan(
 def test_the_scan_process_file_says_when_the_exact_scan_must_judge(tmp_path: Path) -> None:
     path = write(tmp_path / "f.jsonl", [*GOOD, b"{bad"])
     output = tmp_path / "f.keys"
-    key_scan_process.write_columns(path, "rollouts", None, output, prompts=True)
+    key_scan_process.write_columns(path, "rollouts", None, output)
     assert key_scan_process.read_columns(output) is None
 
 

@@ -23,7 +23,6 @@ from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import key_scan_process, prefetch
 from reverify_assets.lib.key_columns import FilePart, KeyColumns
-from reverify_assets.lib.key_index import PROMPT_COLUMN
 from reverify_assets.lib.prefetch import PrefetchedWork, start_import
 from reverify_assets.pipeline import startup_prefetch
 from reverify_assets.pipeline.preparation import (
@@ -502,22 +501,6 @@ def test_a_big_rollouts_file_is_scanned_in_halves_as_it_is_whole(
         with pytest.raises(ReverifyError, match=rf"rollouts.jsonl:{bad_line}: malformed"):
             prefetched_rollouts()
     assert parts == ["inputs whole", *(f"rollouts {half}" for half in FilePart.halves(rollouts))]
-
-
-@pytest.mark.parametrize("allowed", [False, True])
-def test_prompts_are_fingerprinted_only_for_a_join_that_compares_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, work: PrefetchedWork, allowed: bool
-) -> None:
-    """``--allow-prompt-mismatch`` spares the scans the fingerprints the join would not compare."""
-    prompt = {"responses_create_params": {"input": "2+2?"}}
-    inputs = write_rows(tmp_path / "inputs.jsonl", [(0, 0), (0, 1)], **prompt)
-    rollouts = write_rows(tmp_path / "rollouts.jsonl", [(0, 1), (0, 0)], response={}, **prompt)
-    setup = load_verifier_setup([MCQA_CONFIG], [f"++allow_prompt_mismatch={str(allowed).lower()}"])
-    with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
-        prefetched.wait()
-        write_inputs_index(inputs, tmp_path / "inputs.parquet", work)
-        columns = [pl.read_parquet_schema(tmp_path / "inputs.parquet"), scan_rollouts(rollouts, work).frame.columns]
-    assert [PROMPT_COLUMN in names for names in columns] == [not allowed] * 2
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,7 @@ def test_a_bad_celery_config_is_one_line_naming_the_file(
         (["--submit", "--parallel", "2"], "--parallel is for shards run here"),
         (["--follow", "abcdefgh", "--parallel", "2"], "--parallel is for shards run here"),
         (["--submit", "--follow", "abcdefgh"], "give one of them"),
+        (["--submit", "--worker-wait", "-1"], "--worker-wait must not be negative, got -1"),
     ],
 )
 def test_flags_that_do_not_go_together_are_a_usage_error(
@@ -116,6 +117,7 @@ def test_the_progress_line(state: BackfillProgress, line: str) -> None:
         (BulkActionStatus.REQUESTED, False, False),
         (BulkActionStatus.CANCELING, False, False),
         (BulkActionStatus.COMPLETED_SUCCESS, True, True),
+        (BulkActionStatus.COMPLETED, True, True),
         (BulkActionStatus.COMPLETED_FAILED, True, False),
         (BulkActionStatus.FAILED, True, False),
         (BulkActionStatus.CANCELED, True, False),
@@ -167,11 +169,19 @@ OURS = {
             },
             [
                 "broker_transport_options {'visibility_timeout': 60} (here {'visibility_timeout': 3600})",
-                "result backend rpc:// (here redis://)",
+                "result backend rpc://… (here redis://…/1)",
             ],
         ),
+        (
+            {
+                "result_backend": "redis://127.0.0.1:6379/2",
+                "task_acks_late": True,
+                "broker_transport_options": {"visibility_timeout": 3600},
+            },
+            ["result backend redis://…/2 (here redis://…/1)"],
+        ),
     ],
-    ids=["same", "a setting missing", "another timeout and backend"],
+    ids=["same", "a setting missing", "another timeout and backend", "another database"],
 )
 def test_a_worker_with_another_celery_config_is_told_apart(worker: dict[str, object], differences: list[str]) -> None:
     assert config_differences(OURS, worker) == differences
