@@ -32,7 +32,14 @@ from bench_lock import exclusive
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.support: the same cluster pieces the end-to-end test starts
 
-from tests.support.cluster import VENV_BIN, celery_worker, dagster_daemon, redis_server, stop  # noqa: E402
+from tests.support.cluster import (  # noqa: E402
+    VENV_BIN,
+    celery_worker,
+    dagster_daemon,
+    deployment_env,
+    redis_server,
+    stop,
+)
 from tests.support.postgres import throwaway_postgres  # noqa: E402
 from tests.support.project import LENIENT, Project, make_project  # noqa: E402
 
@@ -83,14 +90,7 @@ def on_celery(folder: Path, tasks: int, shards: int, workers: int) -> tuple[floa
     with ExitStack() as cluster:
         postgres = cluster.enter_context(throwaway_postgres())
         redis = cluster.enter_context(redis_server())
-        env = {
-            "DAGSTER_HOME": str(home),
-            "REVERIFY_EXECUTOR_CONFIG": str(CELERY_CONFIG),
-            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
-            "REVERIFY_CELERY_BROKER": redis.url(db=0),
-            "REVERIFY_CELERY_BACKEND": redis.url(db=1),
-            **postgres.env(),
-        }
+        env = deployment_env(home, CELERY_CONFIG, postgres, redis)
         logs = [folder / f"worker{number}.log" for number in range(1, workers + 1)]
         for number, log in enumerate(logs, 1):
             cluster.callback(stop, celery_worker(f"worker{number}", CELERY_CONFIG, env, cwd=project.root, log=log))

@@ -12,7 +12,6 @@ seconds).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
@@ -34,6 +33,7 @@ from tests.support.cluster import (
     Namespace,
     celery_worker,
     dagster_daemon,
+    deployment_env,
     network_namespaces,
     redis_server,
     stop,
@@ -165,26 +165,14 @@ def test_a_submitted_backfill_runs_on_two_celery_hosts_and_loses_nothing_when_on
     with ExitStack() as cluster:
         postgres = cluster.enter_context(throwaway_postgres(also_on=host_addresses))
         redis = cluster.enter_context(redis_server(["127.0.0.1", *host_addresses]))
-        here = {
-            "DAGSTER_HOME": str(home),
-            "REVERIFY_EXECUTOR_CONFIG": str(config),
-            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
-            **postgres.env(),
-            "REVERIFY_CELERY_BROKER": redis.url(db=0),
-            "REVERIFY_CELERY_BACKEND": redis.url(db=1),
-        }
+        here = deployment_env(home, config, postgres, redis)
         for key, value in here.items():
             monkeypatch.setenv(key, value)  # this test's own instance, and every command it runs
         workers: list[subprocess.Popen[bytes]] = []
         for number in (1, 2):
             host = None if hosts is None else hosts[number - 1]
             reach = "127.0.0.1" if host is None else host.host_address
-            env = {
-                **here,
-                "REVERIFY_PG_HOST": reach,
-                "REVERIFY_CELERY_BROKER": redis.url(reach, 0),
-                "REVERIFY_CELERY_BACKEND": redis.url(reach, 1),
-            }
+            env = deployment_env(home, config, postgres, redis, reach)
             log = logs / f"worker{number}.log"
             workers.append(celery_worker(f"worker{number}", config, env, cwd=project.root, log=log, namespace=host))
             cluster.callback(stop, workers[-1])

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.postgres import free_port
+from tests.support.postgres import PostgresServer, free_port
 from tests.support.process_tree import descendants, kill_all
 
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
@@ -166,6 +166,22 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> No
                 return
         time.sleep(0.05)
     raise RuntimeError(f"{what} did not listen on {port} within {START_TIMEOUT_S:.0f} s")
+
+
+def deployment_env(
+    home: Path, celery_config: Path, postgres: PostgresServer, redis: RedisServer, reach: str = "127.0.0.1"
+) -> dict[str, str]:
+    """The variables docs/scale-out.md has every machine set, for one that reaches PostgreSQL and Redis at
+    ``reach`` (a namespace's host address, or loopback)."""
+    return {
+        "DAGSTER_HOME": str(home),
+        "REVERIFY_EXECUTOR_CONFIG": str(celery_config),
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        **postgres.env(),
+        "REVERIFY_PG_HOST": reach,
+        "REVERIFY_CELERY_BROKER": redis.url(reach, 0),
+        "REVERIFY_CELERY_BACKEND": redis.url(reach, 1),
+    }
 
 
 def celery_worker(
