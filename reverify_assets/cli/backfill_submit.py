@@ -1,8 +1,11 @@
-"""``reverify backfill NAME --submit`` and ``--follow ID``: a rescoring's backfill handed to the Dagster instance's
-daemon (``defs.submitted_backfills``), then followed on the terminal until it ends.
+"""Rescoring backfills that Dagster runs (``defs.submitted_backfills``), followed on the terminal until they end.
 
-Following is only watching: Ctrl-C stops it, never the backfill, and says how to follow it again. The command
-exits 0 when the backfill succeeded, 1 when it ended otherwise.
+- ``reverify backfill NAME --submit`` hands the backfill to the Dagster instance's daemon, and ``--follow ID``
+  watches one submitted before. Following is only watching: Ctrl-C stops it, never the backfill, and says how to
+  follow it again. The command exits 0 when the backfill succeeded, 1 when it ended otherwise.
+- ``reverify backfill NAME --parallel N`` runs the backfill on this machine, by Dagster's backfill loop and run
+  queue hosted in the command (``defs.hosted_daemon``), N runs at a time. Ctrl-C cancels it: the backfill is
+  the command's own.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reverify_assets.cli.rescoring_runs import BACKFILL_TAGS, current_status, open_instance, register_shards
+from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG
 from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV
+from reverify_assets.defs.hosted_daemon import STEP_S, HostedDaemon, hosted_by_this_command, hosted_daemon
 from reverify_assets.defs.rescoring_defs import RescoringDefs
 from reverify_assets.defs.submitted_backfills import (
     DAEMON_SILENT_S,
@@ -75,6 +80,34 @@ def submit(
         raise ReverifyError(f"backfill did not succeed: {', '.join(failed)} (see `reverify status`, or the UI)")
 
 
+def run_here(rescoring: RescoringDefs, shards: Sequence[str], *, parallel: int, aggregate: bool, ui_url: str) -> str:
+    """``--parallel``: the backfill of ``shards`` (and the aggregate) run here, at most ``parallel`` runs at once,
+    and followed to its end; its id. Refused where a daemon runs the instance's backfills: it would take this one
+    too, and two loops on one backfill would both launch its runs."""
+    with open_instance() as instance:
+        heard = backfill_daemon_heard(instance)
+    if heard is not None and heard <= DAEMON_SILENT_S:
+        raise ReverifyError(
+            f"a Dagster daemon runs the backfills of the instance at {instance.root_directory} (heard {heard:.0f} s "
+            "ago; `reverify ui` starts one): hand it this backfill with --submit, or stop it to run the shards here "
+            "with --parallel"
+        )
+    with hosted_daemon(rescoring.spec.root, parallel) as daemon:
+        backfill_id = submit_backfill(
+            daemon.instance,
+            rescoring,
+            shards,
+            {**BACKFILL_TAGS, **hosted_by_this_command()},
+            aggregate=aggregate,
+            run_config=IN_PROCESS_RUN_CONFIG,
+        )
+        also = " and the aggregate" if aggregate else ""
+        print(f"  backfill {backfill_id}: {len(shards)} shards{also}, at most {parallel} runs at once")
+        print(f"  in the UI (reverify ui): {backfill_page(ui_url, backfill_id)}")
+        follow(rescoring, backfill_id, ui_url=ui_url, daemon=daemon)
+    return backfill_id
+
+
 def _wait_for_the_daemon(instance: DagsterInstance, wait_s: float) -> None:
     """Refuses to submit a backfill that no daemon would run (waiting ``wait_s`` for one just started)."""
     deadline = time.monotonic() + wait_s
@@ -106,43 +139,66 @@ def follow_to_end(variants: Sequence[RescoringDefs], backfill_id: str, *, ui_url
         raise ReverifyError(f"backfill {backfill_id} of {rescoring.label} did not succeed")
 
 
-def follow(rescoring: RescoringDefs, backfill_id: str, *, ui_url: str) -> bool:
-    """Prints the backfill's progress as it changes until it ends; whether it succeeded."""
+def follow(rescoring: RescoringDefs, backfill_id: str, *, ui_url: str, daemon: HostedDaemon | None = None) -> bool:
+    """Prints the backfill's progress as it changes until it ends; whether it succeeded. With ``daemon``, its
+    loops take their turns meanwhile, and Ctrl-C cancels the backfill."""
     last: tuple[object, ...] = ()
+    next_look = 0.0
     try:
         with open_instance() as instance:
             while True:
-                try:
-                    progress = backfill_progress(instance, backfill_id, rescoring)
-                except LookupError:
-                    raise ReverifyError(
-                        f"no backfill {backfill_id} in the Dagster instance at {instance.root_directory}"
-                    ) from None
-                if (counts := progress.counts()) != last:
-                    print(f"  {progress.line()}", flush=True)
-                    last = counts
-                if progress.ended:
-                    _print_end(rescoring, backfill_id, progress, failure_reasons(instance, backfill_id))
-                    return progress.succeeded
-                time.sleep(POLL_S)
+                if daemon is not None:
+                    daemon.step(backfill_id)
+                if daemon is None or time.monotonic() >= next_look or daemon.ended(backfill_id):
+                    try:
+                        progress = backfill_progress(instance, backfill_id, rescoring)
+                    except LookupError:
+                        raise ReverifyError(
+                            f"no backfill {backfill_id} in the Dagster instance at {instance.root_directory}"
+                        ) from None
+                    if (counts := progress.counts()) != last:
+                        print(f"  {progress.line()}", flush=True)
+                        last = counts
+                    if progress.ended:
+                        again = "--submit" if daemon is None else f"--parallel {daemon.max_runs}"
+                        _print_end(rescoring, backfill_id, progress, failure_reasons(instance, backfill_id), again)
+                        return progress.succeeded
+                    next_look = time.monotonic() + POLL_S
+                time.sleep(POLL_S if daemon is None else STEP_S)
     except KeyboardInterrupt:
-        project = "" if rescoring.spec.root == Path.cwd().resolve() else f" --project {rescoring.spec.root}"
+        if daemon is not None:
+            print(f"reverify: canceling backfill {backfill_id}: stopping its runs", file=sys.stderr, flush=True)
+            daemon.cancel(backfill_id)
+            print(
+                f"reverify: backfill {backfill_id} canceled; re-score the shards it left with `reverify backfill "
+                f"{rescoring.spec.name}{_project_flag(rescoring)}`",
+                file=sys.stderr,
+            )
+            raise
         print(
-            f"reverify: stopped following backfill {backfill_id}; it goes on. Follow it again with "
-            f"`reverify backfill {rescoring.spec.name}{project} --follow {backfill_id}`, or in the UI: "
+            f"reverify: stopped following backfill {backfill_id}; it goes on. Follow it again with `reverify "
+            f"backfill {rescoring.spec.name}{_project_flag(rescoring)} --follow {backfill_id}`, or in the UI: "
             f"{backfill_page(ui_url, backfill_id)}",
             file=sys.stderr,
         )
         raise
 
 
+def _project_flag(rescoring: RescoringDefs) -> str:
+    return "" if rescoring.spec.root == Path.cwd().resolve() else f" --project {rescoring.spec.root}"
+
+
 def backfill_page(ui_url: str, backfill_id: str) -> str:
     return f"{ui_url.rstrip('/')}/runs/b/{backfill_id}"
 
 
-def _print_end(rescoring: RescoringDefs, backfill_id: str, progress: BackfillProgress, reasons: dict[str, str]) -> None:
+def _print_end(
+    rescoring: RescoringDefs, backfill_id: str, progress: BackfillProgress, reasons: dict[str, str], again: str
+) -> None:
     print(f"{rescoring.label}: backfill {backfill_id} {progress.status.value.lower()} after {progress.seconds:.0f} s")
+    if progress.error:
+        print(f"  Dagster stopped it: {progress.error}")
     for shard, reason in reasons.items():
         print(f"  {shard} failed: {reason}")
     if reasons:
-        print(f"  resubmit the failed shards: reverify backfill {rescoring.spec.name} --failed --submit")
+        print(f"  re-score the failed shards: reverify backfill {rescoring.spec.name} --failed {again}")

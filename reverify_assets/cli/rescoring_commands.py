@@ -27,7 +27,13 @@ def add_rescoring_parsers(commands: Any) -> None:
     for flag in STATE_FLAGS:
         backfill.add_argument(f"--{flag}", action="store_true", help=f"the {flag} shards (default: all three)")
     backfill.add_argument("--no-aggregate", action="store_true", help="leave the aggregate metrics alone")
-    backfill.add_argument("--parallel", type=int, default=1, help="shard runs at a time, each in its own process")
+    backfill.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="shard runs at a time on this machine, each in its own process: a Dagster backfill whose loop and run "
+        "queue this command hosts (1: one after another, in this process)",
+    )
     backfill.add_argument(
         "--submit",
         action="store_true",
@@ -110,5 +116,6 @@ def rescoring_command(args: argparse.Namespace) -> None:
             states,
             aggregate=not args.no_aggregate,
             parallel=args.parallel,
+            ui_url=args.ui_url,
             comparison=build_comparison(every_variant),
         )

@@ -1,12 +1,9 @@
-"""Registering shards, reporting their state and re-scoring them in-process, one run per shard."""
+"""Registering shards, reporting their state and re-scoring them: in this process, one run per shard, or (with
+``--parallel``) as a Dagster backfill hosted here."""
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +17,14 @@ from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.rescoring_defs import RescoringDefs
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.defs.run_tags import COMMAND_TAG, RESCORING_TAG
+from reverify_assets.defs.submitted_backfills import BACKFILL_TAG, failure_reasons
 from reverify_assets.lib import interrupts
-from reverify_assets.lib.parent_death import die_with_parent
 from reverify_assets.rescoring.discovery import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
 
 # The rescoring, its variant and config come with the jobs' own tags.
 BACKFILL_TAGS = {COMMAND_TAG: "backfill"}
-# More than the spread of the steps before a verify step (about a second on 2 cores), short next to a backfill.
-LAUNCH_STAGGER_S = 1.0
+DEFAULT_UI_URL = "http://127.0.0.1:3000"  # `reverify ui`'s
 
 
 def open_instance() -> dg.DagsterInstance:
@@ -68,47 +64,71 @@ def backfill(
     *,
     aggregate: bool,
     parallel: int = 1,
+    ui_url: str = DEFAULT_UI_URL,
     comparison: ComparisonDefs | None = None,
 ) -> None:
-    """Per variant: one run per shard (``parallel`` at a time, each in its own process), then the aggregate;
-    after every variant's aggregate, the ``comparison`` of the rescoring's variants (of all of them, even when
-    ``variants`` is a few: the others' merged outputs are compared as they are)."""
+    """Per variant: its shards in ``states`` re-scored, then the aggregate; after every variant's aggregate, the
+    ``comparison`` of the rescoring's variants (of all of them, even when ``variants`` is a few: the others' merged
+    outputs are compared as they are).
+
+    One shard at a time, each in a run in this process; with ``parallel`` above 1, as a Dagster backfill whose
+    loop and run queue this command hosts (``backfill_submit.run_here``), each run in a process of its own.
+    """
     register_shards(variants[0])
     for rescoring in variants:
         with open_instance() as instance:
             todo = current_status(rescoring, instance).needing_work(*states)
         print(f"{rescoring.label}: re-scoring {len(todo)} shards ({', '.join(s.value for s in states)})")
+        aggregated: dict[str, Any] | None = None
         if parallel > 1 and len(todo) > 1:
-            spawn = multiprocessing.get_context("spawn")  # Dagster's threads do not survive a fork
-            jobs = [
-                (rescoring.spec.root, rescoring.spec.name, rescoring.variant, key, _launch_delay(position, parallel))
-                for position, key in enumerate(todo)
-            ]
-            pool = ProcessPoolExecutor(
-                max_workers=parallel, mp_context=spawn, initializer=die_with_parent, initargs=(os.getpid(),)
-            )
-            with pool:
-                try:
-                    outcomes = list(pool.map(_shard_in_worker, jobs))
-                except KeyboardInterrupt:
-                    # Leaving the block would wait for every queued shard: those are dropped, and the workers
-                    # (which a SIGTERM of this process alone does not reach) stopped.
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    for worker in multiprocessing.active_children():
-                        worker.terminate()
-                    raise
+            from reverify_assets.cli.backfill_submit import run_here
+
+            backfill_id = run_here(rescoring, todo, parallel=parallel, aggregate=aggregate, ui_url=ui_url)
+            outcomes, aggregated = _stored_outcomes(rescoring, todo, backfill_id)
         else:
             outcomes = [rescore_shard(rescoring, key) for key in todo]
         for key, (_, described) in zip(todo, outcomes, strict=True):
             print(f"  {key}: {described}")
         failed = [key for key, (ok, _) in zip(todo, outcomes, strict=True) if not ok]
         if aggregate:
-            result = _aggregate(rescoring)
-            print(f"  aggregate: {_describe_aggregate(result, rescoring)}")
+            if aggregated is None:  # not run here, or not by the backfill (which skips it below a failed shard)
+                result = _aggregate(rescoring)
+                aggregated = _metadata(result, rescoring.aggregate_key) if result.success else {}
+            print(f"  aggregate: {_describe_aggregate(aggregated)}")
         if failed:
             print(f"  failed: {' '.join(failed)} (see `reverify status {rescoring.spec.name}`)")
     if aggregate and comparison is not None:
         print(f"{comparison.label}: {compare_variants(comparison)}")
+
+
+def _stored_outcomes(
+    rescoring: RescoringDefs, shards: Sequence[str], backfill_id: str
+) -> tuple[list[tuple[bool, str]], dict[str, Any] | None]:
+    """What a backfill's runs recorded: each shard's outcome as ``rescore_shard`` describes it, and the metadata of
+    the aggregate it materialized (None: it did not)."""
+    with open_instance() as instance:
+        reasons = failure_reasons(instance, backfill_id)
+        runs = {run.run_id for run in instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill_id}))}
+        outcomes = []
+        for shard in shards:
+            meta = _recorded(instance, rescoring.reverified_key, rescoring.partition_key(shard), runs)
+            if meta is None:
+                outcomes.append((False, f"FAILED ({reasons.get(shard, 'not run: the backfill was stopped')})"))
+            else:
+                outcomes.append((True, describe_shard(meta)))
+        return outcomes, _recorded(instance, rescoring.aggregate_key, rescoring.aggregate_partition, runs)
+
+
+def _recorded(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partition: str, run_ids: set[str]
+) -> dict[str, Any] | None:
+    """The metadata of the latest materialization of ``key``'s ``partition``, if one of ``run_ids`` recorded it."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+    ).records
+    if not records or records[0].run_id not in run_ids or records[0].asset_materialization is None:
+        return None
+    return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
 
 
 def compare_variants(comparison: ComparisonDefs) -> str:
@@ -129,7 +149,9 @@ def rescore_shard(rescoring: RescoringDefs, key: str) -> tuple[bool, str]:
         partition_key=rescoring.partition_key(key),
         tags=BACKFILL_TAGS,
     )
-    return result.success and _materialized(result, rescoring.reverified_key), _describe(result, rescoring)
+    if not result.success:
+        return False, f"FAILED ({_errors(result) or 'see the run in the UI'})"
+    return _materialized(result, rescoring.reverified_key), describe_shard(_metadata(result, rescoring.reverified_key))
 
 
 def _aggregate(rescoring: RescoringDefs) -> dg.ExecuteInProcessResult:
@@ -170,26 +192,6 @@ def _run(
             interrupts.reinstate()
 
 
-def _launch_delay(position: int, parallel: int) -> float:
-    """Seconds the first ``parallel`` shard runs wait before starting, so they reach their verify steps apart.
-
-    Dagster 1.13 claims a pool slot with ``SELECT ... FOR UPDATE SKIP LOCKED`` outside a transaction and then
-    updates that row by id (``SqlEventLogStorage._claim_concurrency_slot``): two steps claiming at the same
-    instant can both take the one free slot, overrunning the ``verifier`` pool. Runs started together by a
-    backfill are the ones that claim together; later runs start as earlier ones end.
-    """
-    return LAUNCH_STAGGER_S * position if position < parallel else 0.0
-
-
-def _shard_in_worker(job: tuple[Path, str, str | None, str, float]) -> tuple[bool, str]:
-    from reverify_assets.defs.rescoring_defs import build_rescoring
-    from reverify_assets.rescoring.spec import find_rescoring
-
-    root, name, variant, key, delay_s = job
-    time.sleep(delay_s)
-    return rescore_shard(build_rescoring(find_rescoring(root, name), variant), key)
-
-
 def _materialized(result: dg.ExecuteInProcessResult, key: dg.AssetKey) -> bool:
     return any(event.asset_key == key for event in result.get_asset_materialization_events())
 
@@ -209,10 +211,8 @@ def _errors(result: dg.ExecuteInProcessResult) -> str:
     )
 
 
-def _describe(result: dg.ExecuteInProcessResult, rescoring: RescoringDefs) -> str:
-    if not result.success:
-        return f"FAILED ({_errors(result) or 'see the run in the UI'})"
-    meta = _metadata(result, rescoring.reverified_key)
+def describe_shard(meta: Mapping[str, Any]) -> str:
+    """A shard's materialization, from its metadata: rows, failures and the mean reward's change."""
     mean, before, delta = meta.get("mean reward"), meta.get("original mean reward"), meta.get("mean reward change")
     change = f", mean reward {mean:.4f}" if mean is not None else ""
     if mean is not None and before is not None and delta is not None:
@@ -229,9 +229,8 @@ def _plain(message: str) -> str:
     return text.split(": ", 1)[-1] if text.startswith("dagster.") else text
 
 
-def _describe_aggregate(result: dg.ExecuteInProcessResult, rescoring: RescoringDefs) -> str:
-    meta = _metadata(result, rescoring.aggregate_key)
-    if not result.success or not meta:
+def _describe_aggregate(meta: Mapping[str, Any]) -> str:
+    if not meta:
         return "not computed (no shard has results for this verifier config yet)"
     described = f"{meta.get('rows')} rows from {meta.get('shards included')} shards -> {meta.get('file')}"
     if (cover := meta.get("metrics cover")) is not None:

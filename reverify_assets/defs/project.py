@@ -29,6 +29,7 @@ from reverify_assets.rescoring.spec import load_rescorings
 
 SAMPLE = Path("samples") / "mcqa"
 UI_OUTPUT = Path("results") / "ui" / "reverified.jsonl"  # what the `reverify` group writes launched from the UI
+WORKING_DIRECTORY_LOCATION = "project_in_working_directory"  # below, for a project without a definitions file
 
 
 def build_rescorings(root: Path) -> list[list[RescoringDefs]]:
@@ -78,6 +79,13 @@ def build_definitions(root: Path) -> dg.Definitions:
             SHARD_AGGREGATE_RESOURCE: ShardAggregateResource.configure_at_launch(),  # each run names its shards
         },
     )
+
+
+@dg.definitions
+def project_in_working_directory() -> dg.Definitions:
+    """The code location of a project folder without a ``definitions.py`` of its own (its ``configs/`` and data
+    only), loaded in that folder: what ``reverify backfill --parallel`` runs such a project's shards as."""
+    return build_definitions(Path.cwd())
 
 
 def register_ui_output(root: Path, instance: dg.DagsterInstance) -> str:

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -41,9 +42,10 @@ def submit_backfill(
     tags: Mapping[str, str],
     *,
     aggregate: bool = True,
+    run_config: Mapping[str, Any] | None = None,
 ) -> str:
     """Stores a backfill of ``shards`` (registered), and of the aggregate unless ``aggregate`` is False, for the
-    daemon; its id."""
+    daemon; its id. ``run_config``: its runs' (None: the code location's defaults)."""
     submitted_at = time.time()
     backfill_id = _new_backfill_id(instance)
     backfill = PartitionBackfill.from_asset_partitions(
@@ -60,7 +62,7 @@ def submit_backfill(
         title=f"reverify backfill {rescoring.label}",
         description=f"{len(shards)} shards of {rescoring.label}{' and its aggregate' if aggregate else ''}, "
         f"verifier config {rescoring.setup.config_hash}",
-        run_config=None,
+        run_config=run_config,
     )
     instance.add_backfill(backfill)
     return backfill_id
@@ -94,6 +96,7 @@ class BackfillProgress:
     aggregate: dg.DagsterRunStatus | None  # of the aggregate's latest run; None before it is launched
     rows: int
     seconds: float  # since the backfill was submitted
+    error: str | None = None  # the first line of what stopped Dagster's iterations over it, if something did
 
     @property
     def ended(self) -> bool:
@@ -150,6 +153,7 @@ def backfill_progress(instance: dg.DagsterInstance, backfill_id: str, rescoring:
         aggregate=None if aggregate is None else aggregate.status,
         rows=_rows_scored(instance, rescoring, {run.run_id for run in latest.values()}, backfill.backfill_timestamp),
         seconds=max(0.0, time.time() - backfill.backfill_timestamp),
+        error=None if backfill.error is None else next(iter(backfill.error.message.strip().splitlines()), None),
         **by_state,
     )
 

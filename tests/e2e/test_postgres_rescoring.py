@@ -17,10 +17,13 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+from dagster._core.execution.backfill import BulkActionStatus
 
+from reverify_assets.defs.submitted_backfills import BACKFILL_TAG
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
 from tests.support.ci import service_missing
 from tests.support.cli import CLI_LIMIT_S, ROOT, read_jsonl, run_reverify
+from tests.support.instance import open_instance
 from tests.support.postgres import PostgresServer, PostgresUnavailable, check_available, throwaway_postgres
 from tests.support.process_tree import run_reaped
 
@@ -112,13 +115,14 @@ def scored_by_key(path: Path) -> dict[tuple[int, int], tuple[float, object]]:
     }
 
 
-def test_backfill_on_postgres_runs_shards_in_parallel_and_matches_one_run(
+def test_a_parallel_backfill_on_postgres_honours_the_verifier_pool_and_matches_one_run(
     tmp_path: Path, postgres: PostgresServer
 ) -> None:
     project = write_project(tmp_path / "project")
     home = shared_home(tmp_path / "dagster_home")
-    # Limit 1 (below the deploy file's default of 4): with two runs at a time, their verify steps must take
-    # turns, which shows the pool is enforced through the shared database even for in-process CLI runs.
+    # Limit 1 (below the deploy file's default of 4): the verify steps must take turns, which shows the pool is
+    # enforced through the shared database. Dagster's run queue (--parallel's) then holds a shard's run until the
+    # pool has room for its verify step, rather than start a process to wait.
     set_pool_limit(home, "verifier", 1)
 
     shards = cli("shards", NAME, "--project", project, home=home)
@@ -138,10 +142,11 @@ def test_backfill_on_postgres_runs_shards_in_parallel_and_matches_one_run(
     shard_runs = {partition: (start, end) for _, _, start, end, partition in runs if partition is not None}
     assert sorted(shard_runs) == SHARDS and len(runs) == len(SHARDS) + 1, runs
     assert all(start is not None and end is not None and start < end for start, end in shard_runs.values())
-    windows = list(shard_runs.values())
-    assert any(overlaps(a, b) for i, a in enumerate(windows) for b in windows[i + 1 :]), (
-        f"--parallel 2 ran no two shard runs at the same time: {shard_runs}"
-    )
+    with open_instance(home) as instance:
+        [backfill] = instance.get_backfills()
+    assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill
+    backfill_runs = query(postgres, f"SELECT run_id FROM run_tags WHERE key = '{BACKFILL_TAG}'")
+    assert len(backfill_runs) == len(runs), "a run of --parallel 2 was not its backfill's"
 
     # The verifier pool (limit 1): no two verify steps ever ran at once, though their runs overlapped.
     events = query(

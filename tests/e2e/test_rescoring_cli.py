@@ -8,8 +8,10 @@ from pathlib import Path
 import dagster as dg
 import orjson
 import pytest
+from dagster._core.execution.backfill import BulkActionStatus
 
 from reverify_assets.defs.rescoring_defs import build_rescoring
+from reverify_assets.defs.submitted_backfills import BACKFILL_TAG
 from reverify_assets.gym.installation import PYTHON_ENV
 from reverify_assets.rescoring.spec import find_rescoring
 from tests.support.cli import read_jsonl, run_reverify
@@ -211,6 +213,14 @@ def test_variants_are_groups_on_the_same_shards(tmp_path: Path) -> None:
     out = cli(project, "backfill", project.name, "--parallel", "2", home=home)
     assert "bench__strict: re-scoring 2 shards" in out and "bench__lenient: re-scoring 2 shards" in out
     assert out.count("aggregate: 80 rows from 2 shards") == 2
+    # --parallel is Dagster's backfill, one per variant, its runs launched by the command's run queue.
+    with open_instance(home) as instance:
+        backfills = instance.get_backfills()
+        runs = instance.get_runs()
+    assert [b.status for b in backfills] == [BulkActionStatus.COMPLETED_SUCCESS] * 2, backfills
+    tagged = sorted(tag for run in runs if (tag := run.tags.get(BACKFILL_TAG)))  # not the comparison's run
+    assert tagged == sorted([backfill.backfill_id for backfill in backfills] * 3)  # 2 shards and the aggregate
+    assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
     status = cli(project, "status", project.name, "--variant", "strict", home=home)
     assert "bench__strict: 2 shards" in status and "materialized 2" in status and "lenient" not in status
     means = {}

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from dagster._core.execution.backfill import BulkActionStatus
 
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
 from tests.support.cli import MCQA_CONFIG, REVERIFY, read_jsonl, reverify_env, row_keys, run_args, run_reverify
 from tests.support.dagster_ui import loaded_asset_nodes, start_ui
+from tests.support.instance import open_instance
 from tests.support.postgres import free_port
 from tests.support.process_tree import ProcessInfo, descendants, kill_all, survivors, wait_until
 from tests.support.project import make_project
@@ -228,10 +230,13 @@ def test_serve_stops_every_server_within_10_s(tmp_path: Path, signum: signal.Sig
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_parallel_backfill_stopped_leaves_no_worker_behind(tmp_path: Path, signum: signal.Signals) -> None:
-    """Each worker of ``backfill --parallel`` is busy with a shard, its servers running: killed, the kernel stops
+    """Each run of ``backfill --parallel`` is busy with a shard, its servers running: killed, the kernel stops
     them with the CLI (a killed backfill's workers once ran on for 35 minutes); sent SIGTERM (to the CLI alone,
-    which the workers do not get), the CLI stops them and runs none of the shards still queued."""
-    project = make_project(tmp_path, tasks=4000)
+    which the runs, in process groups of their own, do not get), the CLI cancels the backfill, stops them and
+    runs none of the shards still queued."""
+    # 4 shards of 20,000 rows: a run's servers live for seconds (a 1.7 s start-up per run, then its verify step).
+    project = make_project(tmp_path, tasks=20_000)
+    project.write_rescoring(shard_tasks=5000)
     cli = subprocess.Popen(
         [REVERIFY, "backfill", project.name, "--parallel", "2"],
         cwd=project.root,
@@ -253,3 +258,9 @@ def test_a_parallel_backfill_stopped_leaves_no_worker_behind(tmp_path: Path, sig
     assert left == [], f"outlived the CLI by {OUTLIVES_S} s: {left}"
     if signum == signal.SIGTERM:
         assert cli.returncode == 128 + signum and "Traceback" not in stderr, stderr
+        assert "canceling backfill" in stderr, stderr
+        with open_instance(tmp_path / "home") as instance:
+            [backfill] = instance.get_backfills()
+            runs = instance.get_runs()
+        assert backfill.status == BulkActionStatus.CANCELED, backfill
+        assert not [run for run in runs if not run.is_finished], runs
