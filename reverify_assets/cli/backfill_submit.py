@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dagster._core.execution.backfill import BulkActionStatus
+
 from reverify_assets.cli.rescoring_runs import BACKFILL_TAGS, current_status, open_instance, register_shards
 from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG
 from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV
@@ -92,6 +94,7 @@ def run_here(rescoring: RescoringDefs, shards: Sequence[str], *, parallel: int, 
             "ago; `reverify ui` starts one): hand it this backfill with --submit, or stop it to run the shards here "
             "with --parallel"
         )
+    invoked_in = Path.cwd()  # the daemon works in the project's folder
     with hosted_daemon(rescoring.spec.root, parallel) as daemon:
         backfill_id = submit_backfill(
             daemon.instance,
@@ -104,7 +107,12 @@ def run_here(rescoring: RescoringDefs, shards: Sequence[str], *, parallel: int, 
         also = " and the aggregate" if aggregate else ""
         print(f"  backfill {backfill_id}: {len(shards)} shards{also}, at most {parallel} runs at once")
         print(f"  in the UI (reverify ui): {backfill_page(ui_url, backfill_id)}")
-        follow(rescoring, backfill_id, ui_url=ui_url, daemon=daemon)
+        follow(rescoring, backfill_id, ui_url=ui_url, daemon=daemon, invoked_in=invoked_in)
+        ended = daemon.instance.get_backfill(backfill_id)
+    # A shard that failed leaves the others' results, and the aggregate over them, as in one process; a backfill
+    # Dagster stopped (its code location failing to load, say) or cancelled has nothing to show.
+    if ended is not None and ended.status in (BulkActionStatus.FAILED, BulkActionStatus.CANCELED):
+        raise ReverifyError(f"backfill {backfill_id} of {rescoring.label} {ended.status.value.lower()}")
     return backfill_id
 
 
@@ -139,9 +147,18 @@ def follow_to_end(variants: Sequence[RescoringDefs], backfill_id: str, *, ui_url
         raise ReverifyError(f"backfill {backfill_id} of {rescoring.label} did not succeed")
 
 
-def follow(rescoring: RescoringDefs, backfill_id: str, *, ui_url: str, daemon: HostedDaemon | None = None) -> bool:
+def follow(
+    rescoring: RescoringDefs,
+    backfill_id: str,
+    *,
+    ui_url: str,
+    daemon: HostedDaemon | None = None,
+    invoked_in: Path | None = None,
+) -> bool:
     """Prints the backfill's progress as it changes until it ends; whether it succeeded. With ``daemon``, its
-    loops take their turns meanwhile, and Ctrl-C cancels the backfill."""
+    loops take their turns meanwhile, and Ctrl-C cancels the backfill. ``invoked_in``: the folder the command was
+    started in, for the commands it suggests (default: the working directory)."""
+    project_flag = _project_flag(rescoring, invoked_in or Path.cwd())
     last: tuple[object, ...] = ()
     next_look = 0.0
     try:
@@ -160,8 +177,9 @@ def follow(rescoring: RescoringDefs, backfill_id: str, *, ui_url: str, daemon: H
                         print(f"  {progress.line()}", flush=True)
                         last = counts
                     if progress.ended:
-                        again = "--submit" if daemon is None else f"--parallel {daemon.max_runs}"
-                        _print_end(rescoring, backfill_id, progress, failure_reasons(instance, backfill_id), again)
+                        # Run here, each shard's line follows, with its reason.
+                        reasons = failure_reasons(instance, backfill_id) if daemon is None else {}
+                        _print_end(rescoring, backfill_id, progress, reasons)
                         return progress.succeeded
                     next_look = time.monotonic() + POLL_S
                 time.sleep(POLL_S if daemon is None else STEP_S)
@@ -171,34 +189,32 @@ def follow(rescoring: RescoringDefs, backfill_id: str, *, ui_url: str, daemon: H
             daemon.cancel(backfill_id)
             print(
                 f"reverify: backfill {backfill_id} canceled; re-score the shards it left with `reverify backfill "
-                f"{rescoring.spec.name}{_project_flag(rescoring)}`",
+                f"{rescoring.spec.name}{project_flag}`",
                 file=sys.stderr,
             )
             raise
         print(
             f"reverify: stopped following backfill {backfill_id}; it goes on. Follow it again with `reverify "
-            f"backfill {rescoring.spec.name}{_project_flag(rescoring)} --follow {backfill_id}`, or in the UI: "
+            f"backfill {rescoring.spec.name}{project_flag} --follow {backfill_id}`, or in the UI: "
             f"{backfill_page(ui_url, backfill_id)}",
             file=sys.stderr,
         )
         raise
 
 
-def _project_flag(rescoring: RescoringDefs) -> str:
-    return "" if rescoring.spec.root == Path.cwd().resolve() else f" --project {rescoring.spec.root}"
+def _project_flag(rescoring: RescoringDefs, invoked_in: Path) -> str:
+    return "" if rescoring.spec.root == invoked_in.resolve() else f" --project {rescoring.spec.root}"
 
 
 def backfill_page(ui_url: str, backfill_id: str) -> str:
     return f"{ui_url.rstrip('/')}/runs/b/{backfill_id}"
 
 
-def _print_end(
-    rescoring: RescoringDefs, backfill_id: str, progress: BackfillProgress, reasons: dict[str, str], again: str
-) -> None:
+def _print_end(rescoring: RescoringDefs, backfill_id: str, progress: BackfillProgress, reasons: dict[str, str]) -> None:
     print(f"{rescoring.label}: backfill {backfill_id} {progress.status.value.lower()} after {progress.seconds:.0f} s")
     if progress.error:
         print(f"  Dagster stopped it: {progress.error}")
     for shard, reason in reasons.items():
         print(f"  {shard} failed: {reason}")
     if reasons:
-        print(f"  re-score the failed shards: reverify backfill {rescoring.spec.name} --failed {again}")
+        print(f"  resubmit the failed shards: reverify backfill {rescoring.spec.name} --failed --submit")

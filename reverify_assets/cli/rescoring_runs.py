@@ -24,7 +24,6 @@ from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_stat
 
 # The rescoring, its variant and config come with the jobs' own tags.
 BACKFILL_TAGS = {COMMAND_TAG: "backfill"}
-DEFAULT_UI_URL = "http://127.0.0.1:3000"  # `reverify ui`'s
 
 
 def open_instance() -> dg.DagsterInstance:
@@ -64,7 +63,7 @@ def backfill(
     *,
     aggregate: bool,
     parallel: int = 1,
-    ui_url: str = DEFAULT_UI_URL,
+    ui_url: str,
     comparison: ComparisonDefs | None = None,
 ) -> None:
     """Per variant: its shards in ``states`` re-scored, then the aggregate; after every variant's aggregate, the

@@ -42,6 +42,7 @@ from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES, Bulk
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import LaunchRunContext, RunLauncher
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
+from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
@@ -58,6 +59,7 @@ from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.project import WORKING_DIRECTORY_LOCATION
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG
 from reverify_assets.errors import ReverifyError
+from reverify_assets.lib import interrupts
 from reverify_assets.lib.parent_death import die_with_parent
 
 # Both loops again after this long with no run ended: a backfill moves on some steps (its end once its last run is
@@ -78,27 +80,21 @@ DEQUEUE_S = 1.0
 CANCEL_WAIT_S = 30.0
 _TAIL_BYTES = 2000
 HOSTED_BY_TAG = "reverify/hosted_by"  # host:pid:start of the command running the backfill
-_UNFINISHED = [
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
 # What the loops log is the daemon's log, for its operators; the command prints its progress instead, and the
 # errors the loops catch (``_report``).
 _LOGGER = logging.getLogger("reverify.hosted_daemon")
-_LOGGER.propagate = False
-_LOGGER.addHandler(logging.NullHandler())
+for _logger in (_LOGGER, logging.getLogger("dagster.daemon.QueuedRunCoordinatorDaemon")):
+    _logger.propagate = False
+    _logger.addHandler(logging.NullHandler())
 
 
 # Each run's process is forked from one that imported Dagster and this package once (``multiprocessing``'s fork
-# server, started on the first launch): a run then starts in about a tenth of the 1.7 s a fresh `dagster api
-# execute_run` process takes to import them, which on 2 cores made shards of a second or two take twice as long
+# server): a run then starts in about 0.2 s, where a fresh `dagster api execute_run` process took 1.7 s to import
+# them, which on 2 cores made shards of a second or two take twice as long
 # as in one process. The fork server stops when this process does (it reads EOF on a pipe from it); each run stops
 # with the fork server (``_execute_run``).
-_FORK_SERVER = multiprocessing.get_context("forkserver")
-_FORK_SERVER.set_forkserver_preload([__name__])
+_FORKED = multiprocessing.get_context("forkserver")
+_FORKED.set_forkserver_preload([__name__])
 
 
 @dataclass
@@ -135,18 +131,20 @@ class ChildRunLauncher(RunLauncher, ConfigurableClass):
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
-        if self._launched_this_turn:
-            time.sleep(LAUNCH_STAGGER_S)
         output = Path(self._outputs.name) / f"{run.run_id}.log"
         ref = serialize_value(self._instance.get_ref())
-        process = _FORK_SERVER.Process(
+        process = _FORKED.Process(
             target=_execute_run,
             args=(run.run_id, ref, self._working_directory, str(output)),
             name=f"run {run.run_id}",
         )
-        process.start()
-        self._launched_this_turn += 1
-        self._runs[run.run_id] = _RunProcess(process, output)
+        # Dagster marked the run STARTING: a Ctrl-C now would leave it so, or its process untracked.
+        with interrupts.deferred():
+            if self._launched_this_turn:
+                time.sleep(LAUNCH_STAGGER_S)
+            process.start()
+            self._launched_this_turn += 1
+            self._runs[run.run_id] = _RunProcess(process, output)
         self._instance.report_engine_event(f"Started process for run (pid: {process.pid}).", run, cls=type(self))
 
     def terminate(self, run_id: str) -> bool:
@@ -186,17 +184,22 @@ class ChildRunLauncher(RunLauncher, ConfigurableClass):
 
     def kill_all(self) -> None:
         for child in self._runs.values():
-            if child.process.is_alive() and child.process.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.process.pid, signal.SIGKILL)  # the run and the servers it started
+            if child.process.pid is not None:
+                for kill in (os.killpg, os.kill):  # its group: the run and its servers; itself, if not a leader yet
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        kill(child.process.pid, signal.SIGKILL)
             child.process.join()
         self.reap()
+
+    def dispose(self) -> None:
+        self.kill_all()
+        self._outputs.cleanup()
 
 
 def _execute_run(run_id: str, serialized_ref: str, working_directory: str, output: str) -> None:
     """In the run's own process: what ``dagster api execute_run`` does with the run, its output to ``output``."""
     os.setpgid(0, 0)
-    die_with_parent(os.getppid())
+    die_with_parent()  # the fork server, which ends with the command
     os.chdir(working_directory)
     with open(output, "ab", buffering=0) as sink:
         os.dup2(sink.fileno(), sys.stdout.fileno())
@@ -220,8 +223,7 @@ class HostedDaemon:
 
     The backfill's iterations run on a thread of their own: the first creates every shard's run, each with its
     own SQLite event log on a local instance (a tenth of a second or more a run), and the run queue launches the
-    first runs while it goes on. The queue's turns, and so every run's process, stay on the calling thread: the
-    kernel stops a child when the thread that started it ends."""
+    first runs while it goes on. The queue's turns stay on the calling thread, where a signal interrupts them."""
 
     def __init__(self, context: WorkspaceProcessContext, max_runs: int) -> None:
         self._context = context
@@ -235,6 +237,8 @@ class HostedDaemon:
         self._iteration: Future[list[SerializableErrorInfo | None]] | None = None
         self._backfill_due = True  # a run ended (or nothing ran yet) since the last iteration began
         self._last_iteration = self._last_dequeue = -IDLE_STEP_S
+        self._backfill_id: str | None = None  # the one it runs, once stepped
+        self._canceling = False
 
     @property
     def instance(self) -> dg.DagsterInstance:
@@ -248,6 +252,7 @@ class HostedDaemon:
     def step(self, backfill_id: str) -> None:
         """The loops' turns that are due: the backfill's iteration after a run ended (or ``IDLE_STEP_S`` passed),
         once the last one is done; the run queue's after a run ended, or every ``DEQUEUE_S`` while it has room."""
+        self._backfill_id = backfill_id
         ended = self._launcher.reap()
         self._backfill_due = self._backfill_due or ended
         now = time.monotonic()
@@ -262,15 +267,18 @@ class HostedDaemon:
             self._iteration = self._backfill_thread.submit(
                 lambda: list(execute_backfill_jobs(self._context, _LOGGER, [backfill]))
             )
-        if ended or (self._launcher.running < self.max_runs and now - self._last_dequeue >= DEQUEUE_S):
+        has_room = self._launcher.running < self.max_runs and now - self._last_dequeue >= DEQUEUE_S
+        if not self._canceling and (ended or has_room):
             self._last_dequeue = now
             self._launcher.new_turn()
             _report(self._queue.run_iteration(self._context))
 
     def cancel(self, backfill_id: str) -> None:
         """Cancels the backfill as the UI does: its running runs told to stop at once (each stops its verifier
-        servers), its queued ones dropped; whatever has not stopped within ``CANCEL_WAIT_S`` is killed."""
+        servers), its queued ones dropped and none launched; whatever has not stopped within ``CANCEL_WAIT_S``
+        is killed."""
         deadline = time.monotonic() + CANCEL_WAIT_S
+        self._canceling = True
         try:
             backfill = self._instance.get_backfill(backfill_id)
             if backfill is not None and backfill.status not in BULK_ACTION_TERMINAL_STATUSES:
@@ -284,11 +292,19 @@ class HostedDaemon:
                 self._launcher.reap()
                 time.sleep(STEP_S)
         finally:
-            self.close()
+            self._stop()
 
     def close(self) -> None:
-        """Every run it launched stopped; the backfill's iteration let finish its chunk of runs (it stops after
-        one once the backfill is cancelled)."""
+        """On the way out: a backfill still in progress (the command failed, or was interrupted outside
+        ``follow``) is cancelled, so that no daemon started later runs what it left; then ``_stop``."""
+        if self._backfill_id is not None and not self._canceling and not self.ended(self._backfill_id):
+            self.cancel(self._backfill_id)
+        else:
+            self._stop()
+
+    def _stop(self) -> None:
+        """Every run it launched killed (its last words recorded); the backfill's iteration let finish its chunk
+        of runs (after a cancellation, it stops at the end of one)."""
         self._launcher.kill_all()
         self._backfill_thread.shutdown(wait=True, cancel_futures=True)
 
@@ -300,18 +316,17 @@ def hosted_daemon(project: Path, max_runs: int) -> Iterator[HostedDaemon]:
 
     The shards run here whatever executor the deployment names (``REVERIFY_EXECUTOR_CONFIG`` is for backfills
     handed to its daemon): the variable is unset while the code location loads and its runs start."""
-    # Its imports take a core for a second or two: meanwhile, this process loads the code location.
-    multiprocessing.forkserver.ensure_running()
     with open_dagster_instance() as instance:
         ref = _with_local_queue(instance.get_ref(), max_runs, project)
-    origin = InProcessCodeLocationOrigin(
-        _project_location(project),
-        location_name=CODE_LOCATION,
-    )
+        cancel_orphans(instance)
+        _refuse_a_shared_queue(instance)
+    origin = InProcessCodeLocationOrigin(_project_location(project), location_name=CODE_LOCATION)
     executor_config = os.environ.pop(EXECUTOR_CONFIG_ENV, None)
     try:
+        # Unset first: the runs are forked from the fork server, with its environment. Its imports take a core
+        # for a second or two: meanwhile, this process loads the code location.
+        multiprocessing.forkserver.ensure_running()
         with dg.DagsterInstance.from_ref(ref) as instance, _loaded_in(project, instance, origin) as context:
-            cancel_orphans(instance)
             daemon = HostedDaemon(context, max_runs)
             try:
                 yield daemon
@@ -338,11 +353,35 @@ def cancel_orphans(instance: dg.DagsterInstance) -> list[str]:
         if (owner := backfill.tags.get(HOSTED_BY_TAG)) is not None and not _alive(owner)
     ]
     for backfill in orphans:
-        runs = instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill.backfill_id}, statuses=_UNFINISHED))
+        runs = instance.get_runs(
+            filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill.backfill_id}, statuses=NOT_FINISHED_STATUSES)
+        )
         for run in runs:
             instance.report_run_canceled(run, message="The command that ran its backfill was killed.")
         instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELED).with_end_timestamp(time.time()))
     return [backfill.backfill_id for backfill in orphans]
+
+
+def _refuse_a_shared_queue(instance: dg.DagsterInstance) -> None:
+    """The run queue hosted here takes every queued run of the instance: refused while another command's
+    ``--parallel`` backfill runs, or runs wait there for a daemon (they would be launched here, in this
+    project's folder)."""
+    unfinished = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
+    for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=unfinished)):
+        if (owner := backfill.tags.get(HOSTED_BY_TAG)) is not None:
+            host, pid, _ = owner.rsplit(":", 2)
+            raise ReverifyError(
+                f"another `reverify backfill --parallel` (pid {pid} on {host}) runs backfill {backfill.backfill_id} "
+                f"on the Dagster instance at {instance.root_directory}: wait for it to end, or hand this backfill "
+                "to a daemon with --submit"
+            )
+    queued = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]), limit=1)
+    if queued:
+        raise ReverifyError(
+            f"runs wait in the run queue of the Dagster instance at {instance.root_directory} for a daemon (one: "
+            f"run {queued[0].run_id} of {queued[0].job_name}); --parallel would launch them here. Start a daemon "
+            "to run them (`reverify ui`, or `dagster-daemon run`) or cancel them in the UI"
+        )
 
 
 def _alive(owner: str) -> bool:
@@ -389,16 +428,23 @@ def _project_location(project: Path) -> LoadableTargetOrigin:
 
 def _with_local_queue(ref: InstanceRef, max_runs: int, project: Path) -> InstanceRef:
     """``ref`` with the run queue limited to ``max_runs`` and ``ChildRunLauncher`` (starting the runs in
-    ``project``); the rest of the instance's own settings (its tag limits, its pools) unchanged."""
+    ``project``). The rest of the queue's own settings (its tag limits, wherever the instance gives them) and
+    of the instance (its pools) stays as it is."""
     settings = copy.deepcopy(dict(ref.settings or {}))
     runs = (settings.get("concurrency") or {}).get("runs")
-    if isinstance(runs, dict):  # the instance's own limit would win over the coordinator's
+    coordinator = ref.run_coordinator_data
+    own = (
+        yaml.safe_load(coordinator.config_yaml) or {}
+        if coordinator is not None and coordinator.class_name == "QueuedRunCoordinator"
+        else {}
+    )
+    if isinstance(runs, dict):  # Dagster 1.13 takes these over the coordinator's, and refuses both
         runs["max_concurrent_runs"] = max_runs
+    else:
+        own["max_concurrent_runs"] = max_runs
     return ref._replace(
         run_coordinator_data=ConfigurableClassData(
-            "dagster._core.run_coordinator",
-            "QueuedRunCoordinator",
-            yaml.safe_dump({} if isinstance(runs, dict) else {"max_concurrent_runs": max_runs}),
+            "dagster._core.run_coordinator", "QueuedRunCoordinator", yaml.safe_dump(own)
         ),
         run_launcher_data=ConfigurableClassData(
             __name__, ChildRunLauncher.__name__, yaml.safe_dump({"working_directory": str(project)})
@@ -409,7 +455,8 @@ def _with_local_queue(ref: InstanceRef, max_runs: int, project: Path) -> Instanc
 
 def _report(iteration: Iterable[Any]) -> None:
     """Runs a daemon iteration to its end; the errors it caught (which the backfill's own retries then handle),
-    one line each."""
+    one line each. The run queue's own errors are recorded in the run it could not launch."""
     for error in iteration:
         if isinstance(error, SerializableErrorInfo):
-            print(f"reverify: Dagster's backfill loop: {error.message.strip()}", file=sys.stderr)
+            first = next(iter(error.message.strip().splitlines()), error.cls_name)
+            print(f"reverify: Dagster's backfill loop: {first}", file=sys.stderr)

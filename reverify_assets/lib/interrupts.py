@@ -96,3 +96,21 @@ def children_deaf_to_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """In the main thread: Ctrl-C, SIGTERM and SIGHUP held until the block ends, then raised as KeyboardInterrupt
+    as they would have been. For a few statements that must not be cut in half (a process started and not yet
+    recorded)."""
+    held: list[int] = []
+    previous = {signum: signal.getsignal(signum) for signum in _handled}
+    for signum in _handled:
+        signal.signal(signum, lambda taken, _frame: held.append(taken))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            raise KeyboardInterrupt

@@ -148,7 +148,7 @@ def test_a_parallel_backfill_on_postgres_honours_the_verifier_pool_and_matches_o
     backfill_runs = query(postgres, f"SELECT run_id FROM run_tags WHERE key = '{BACKFILL_TAG}'")
     assert len(backfill_runs) == len(runs), "a run of --parallel 2 was not its backfill's"
 
-    # The verifier pool (limit 1): no two verify steps ever ran at once, though their runs overlapped.
+    # The verifier pool (limit 1): no two verify steps ever ran at once.
     events = query(
         postgres,
         "SELECT run_id, dagster_event_type, timestamp FROM event_logs "

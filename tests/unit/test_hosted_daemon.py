@@ -19,12 +19,14 @@ from reverify_assets.defs.hosted_daemon import (
     HOSTED_BY_TAG,
     ChildRunLauncher,
     _alive,
+    _refuse_a_shared_queue,
     _with_local_queue,
     cancel_orphans,
     hosted_by_this_command,
 )
 from reverify_assets.defs.rescoring_defs import build_rescoring
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG, submit_backfill
+from reverify_assets.errors import ReverifyError
 from reverify_assets.rescoring.spec import find_rescoring
 from tests.support.project import make_project
 
@@ -44,14 +46,18 @@ def local_ref(home: Path, settings: dict[str, object]) -> InstanceRef:
         ({}, {"max_concurrent_runs": 3}, None),
         # Dagster 1.13 takes the instance's `concurrency: runs:` over the coordinator's own limit: that one is set.
         (RUNS_LIMITS, {}, {"max_concurrent_runs": 3, "tag_concurrency_limits": TAG_LIMITS}),
+        (
+            {"run_queue": {"max_concurrent_runs": 8, "tag_concurrency_limits": TAG_LIMITS}},
+            {"max_concurrent_runs": 3, "tag_concurrency_limits": TAG_LIMITS},
+            None,
+        ),
     ],
-    ids=["no limits of its own", "the deployment's limits"],
+    ids=["no limits of its own", "concurrency: runs:", "run_queue:"],
 )
 def test_the_hosted_instance_queues_at_most_n_runs_and_launches_them_here(
     tmp_path: Path, settings: dict[str, object], coordinator_config: dict[str, object], runs_settings: object
 ) -> None:
     ref = _with_local_queue(local_ref(tmp_path / "home", settings), 3, tmp_path)
-    assert ref.run_coordinator_data is not None and ref.run_launcher_data is not None
     assert ref.run_coordinator_data.class_name == "QueuedRunCoordinator"
     assert yaml.safe_load(ref.run_coordinator_data.config_yaml) == coordinator_config
     assert ref.run_launcher_data.class_name == ChildRunLauncher.__name__
@@ -112,3 +118,22 @@ def test_a_killed_commands_backfill_and_its_unfinished_runs_are_canceled(tmp_pat
             dg.DagsterRunStatus.STARTED: dg.DagsterRunStatus.CANCELED,
             dg.DagsterRunStatus.SUCCESS: dg.DagsterRunStatus.SUCCESS,
         }
+
+
+def test_a_queue_another_command_or_a_daemon_needs_is_refused(tmp_path: Path) -> None:
+    project = make_project(tmp_path, tasks=20)
+    rescoring = build_rescoring(find_rescoring(project.root, project.name))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(rescoring.shards.name, ["main.s00000"])
+        _refuse_a_shared_queue(instance)  # nothing else there: accepted
+
+        running = submit_backfill(instance, rescoring, ["main.s00000"], hosted_by_this_command())
+        with pytest.raises(ReverifyError, match=rf"another `reverify backfill --parallel` \(pid {os.getpid()} on "):
+            _refuse_a_shared_queue(instance)
+        instance.update_backfill(instance.get_backfill(running).with_status(BulkActionStatus.COMPLETED_SUCCESS))
+
+        origin = remote_origin("j", project.root)
+        queued = dg.DagsterRun("j", str(uuid.uuid4()), status=dg.DagsterRunStatus.QUEUED, remote_job_origin=origin)
+        instance.add_run(queued)
+        with pytest.raises(ReverifyError, match=rf"runs wait in the run queue .* \(one: run {queued.run_id} of j\)"):
+            _refuse_a_shared_queue(instance)
