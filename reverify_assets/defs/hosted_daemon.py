@@ -38,7 +38,12 @@ from typing import Any
 import dagster as dg
 import yaml
 from dagster._cli.api import _execute_run_command_body
-from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES, BulkActionsFilter, BulkActionStatus
+from dagster._core.execution.backfill import (
+    BULK_ACTION_TERMINAL_STATUSES,
+    BulkActionsFilter,
+    BulkActionStatus,
+    PartitionBackfill,
+)
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import LaunchRunContext, RunLauncher
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
@@ -346,11 +351,8 @@ def cancel_orphans(instance: dg.DagsterInstance) -> list[str]:
     """Cancels the backfills a killed ``--parallel`` command left behind (their tag names a process of this
     machine that is gone), with their unfinished runs: a daemon started later would otherwise run them again,
     behind a newer backfill of the same shards. Their ids."""
-    unfinished = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
     orphans = [
-        backfill
-        for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=unfinished))
-        if (owner := backfill.tags.get(HOSTED_BY_TAG)) is not None and not _alive(owner)
+        backfill for backfill in _hosted_backfills_in_progress(instance) if not _alive(backfill.tags[HOSTED_BY_TAG])
     ]
     for backfill in orphans:
         runs = instance.get_runs(
@@ -366,15 +368,13 @@ def _refuse_a_shared_queue(instance: dg.DagsterInstance) -> None:
     """The run queue hosted here takes every queued run of the instance: refused while another command's
     ``--parallel`` backfill runs, or runs wait there for a daemon (they would be launched here, in this
     project's folder)."""
-    unfinished = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
-    for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=unfinished)):
-        if (owner := backfill.tags.get(HOSTED_BY_TAG)) is not None:
-            host, pid, _ = owner.rsplit(":", 2)
-            raise ReverifyError(
-                f"another `reverify backfill --parallel` (pid {pid} on {host}) runs backfill {backfill.backfill_id} "
-                f"on the Dagster instance at {instance.root_directory}: wait for it to end, or hand this backfill "
-                "to a daemon with --submit"
-            )
+    for backfill in _hosted_backfills_in_progress(instance):
+        host, pid, _ = backfill.tags[HOSTED_BY_TAG].rsplit(":", 2)
+        raise ReverifyError(
+            f"another `reverify backfill --parallel` (pid {pid} on {host}) runs backfill {backfill.backfill_id} "
+            f"on the Dagster instance at {instance.root_directory}: wait for it to end, or hand this backfill "
+            "to a daemon with --submit"
+        )
     queued = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]), limit=1)
     if queued:
         raise ReverifyError(
@@ -382,6 +382,13 @@ def _refuse_a_shared_queue(instance: dg.DagsterInstance) -> None:
             f"run {queued[0].run_id} of {queued[0].job_name}); --parallel would launch them here. Start a daemon "
             "to run them (`reverify ui`, or `dagster-daemon run`) or cancel them in the UI"
         )
+
+
+def _hosted_backfills_in_progress(instance: dg.DagsterInstance) -> list[PartitionBackfill]:
+    """The backfills a ``--parallel`` command runs (or ran, if it was killed) that have not ended."""
+    in_progress = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
+    backfills = instance.get_backfills(filters=BulkActionsFilter(statuses=in_progress))
+    return [backfill for backfill in backfills if HOSTED_BY_TAG in backfill.tags]
 
 
 def _alive(owner: str) -> bool:
