@@ -65,7 +65,7 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
             **ShardAggregateResource.config_values([Path(p) for p in args.config], overrides),
         )
         tags = {COMMAND_TAG: "aggregate", OUTPUT_TAG: str(output), CONFIG_TAG: setup.config_hash}
-        run_id, made = aggregate_in_process(resource, tags, StartupHandoff(work))
+        run_id, made = aggregate_in_process(resource, tags, StartupHandoff(work, given_overrides=overrides))
     if made.merged:
         print(f"Merged:  {made.output} ({made.rows} rows, sorted by key)")
     if made.metrics is None:

@@ -178,10 +178,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output()
     try:
         args, overrides = parse(sys.argv[1:] if argv is None else argv)
-        if getattr(args, "no_judge_cache", False):
-            from reverify_assets.lib.judge_cache import turn_judge_cache_off
-
-            turn_judge_cache_off()  # before any server starts: they read it from their environment
         if args.command == "run":
             from reverify_assets.cli.run_command import run_command
 

@@ -38,7 +38,6 @@ def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.compare.noise_report import NoiseReport, ScoredRow
     from reverify_assets.errors import ReverifyError
     from reverify_assets.lib.jsonl import write_json_atomic
-    from reverify_assets.lib.judge_cache import turn_judge_cache_off
     from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
     from reverify_assets.pipeline.preparation import index_inputs, index_rollouts, join_and_route, load_verifier_setup
     from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
@@ -48,7 +47,6 @@ def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
     inputs, rollouts = checked_sources(args)
     output = report_path(args.output, inputs, rollouts)
     setup = load_verifier_setup([Path(path) for path in args.config], overrides)
-    turn_judge_cache_off()
     plan = join_and_route(
         index_inputs(inputs),
         index_rollouts(rollouts),

@@ -28,7 +28,6 @@ def add_probe_parser(commands: Any) -> None:
 
 def probe_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.lib.jsonl import write_json_atomic
-    from reverify_assets.lib.judge_cache import turn_judge_cache_off
     from reverify_assets.lib.probe_files import probe_report_path
     from reverify_assets.pipeline.preparation import load_verifier_setup
     from reverify_assets.pipeline.probe import run_probe
@@ -36,7 +35,6 @@ def probe_command(args: argparse.Namespace, overrides: list[str]) -> None:
     inputs, rollouts = checked_sources(args)
     output = report_path(args.output, inputs, rollouts) if args.output else None
     setup = load_verifier_setup([Path(path) for path in args.config], overrides)
-    turn_judge_cache_off()
     kept = probe_report_path(setup.config_hash)
     kept.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".reverify-probe-", dir=kept.parent) as work:

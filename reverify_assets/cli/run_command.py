@@ -18,7 +18,6 @@ from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, judge_prices
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import ReverifyError, UsageError, WriteError
 from reverify_assets.lib.file_names import RunFiles, unsafe_path
-from reverify_assets.lib.judge_cache import turn_judge_cache_off
 from reverify_assets.lib.judge_recovery import source_failures_path
 from reverify_assets.lib.output_lock import exclusive_output
 from reverify_assets.lib.partition_keys import output_partition_key
@@ -51,6 +50,7 @@ RUN_FLAGS = (
     "allow_mixed_configs",
     "max_judge_calls",
     "max_cost",
+    "no_judge_cache",
 )
 TWO_SOURCES_WARNING = (
     "WARNING: --judge-failed-only merges two sources: the successes in {rollouts} keep the rewards the original "
@@ -97,7 +97,9 @@ def check_before_start(options: RunOptions) -> None:
 def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     # The flag stands for the config knob, which the run's config keeps for a re-execution from the UI.
     options = run_options(args, [*overrides, *([f"++{ALLOW_KEY}=true"] if args.allow_prompt_mismatch else [])])
-    setup = load_verifier_setup(options.config_paths, options.overrides)
+    setup = load_verifier_setup(options.config_paths, options.overrides).for_run(
+        no_judge_cache=options.no_judge_cache, recovery=options.judge_failed_only
+    )
     if setup.config.get("force") is True:  # NeMo Gym's own spelling of the flag: ++force=true
         options.force = True
     check_before_start(options)
@@ -114,9 +116,6 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
         return
     if options.judge_failed_only:
         log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
-        # The rows to recover are those whose judging failed: a reply the cache kept for one (a NeMo Gym judge's
-        # `judge_invalid` verdict) is the failure itself, which recovery asks the judge again about.
-        turn_judge_cache_off()
     # From before anything starts to the last file written: another run's --overwrite is refused while this one
     # runs, not only while its verify step does.
     outputs = [options.output, *([unsafe_path(options.output)] if options.force else [])]  # --force: unsafe_ names
@@ -155,7 +154,7 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
     other_dataset = join_with is not None and not allows_prompt_mismatch(setup.config)
     other_dataset = other_dataset and first_rows_disagree(options.inputs, options.rollouts, options.limit)
     blocks = [] if other_dataset else list(setup.topology.servers.values())
-    with prestarted_servers(blocks, setup.config) as servers, prefetched:
+    with prestarted_servers(blocks, setup.config, judge_cache=setup.judge_cache) as servers, prefetched:
         # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that
         # an input error is said as soon as it is found.
         prefetched.wait_for(start_import("reverify_assets.defs.materialization"))
@@ -171,6 +170,11 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
             aggregate=not options.disable_aggregation,
             tags={OUTPUT_TAG: str(options.output), CONFIG_TAG: setup.config_hash, COMMAND_TAG: "run"},
             before_run=prefetched.wait,
-            startup=StartupHandoff(work, servers),
+            startup=StartupHandoff(work, servers, given_overrides=list(options.overrides)),
         )
-    print_run_summary(run, recovery=options.judge_failed_only, disable_aggregation=options.disable_aggregation)
+    print_run_summary(
+        run,
+        recovery=options.judge_failed_only,
+        disable_aggregation=options.disable_aggregation,
+        judge_cache=setup.judge_cache,
+    )

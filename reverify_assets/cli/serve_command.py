@@ -37,12 +37,14 @@ def announce(block: ServerBlock, url: str, copies: int = 1) -> None:
 
 def serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
     setup = load_verifier_setup([Path(p) for p in args.config], overrides)
+    if args.no_judge_cache:
+        setup = setup.without_judge_cache()
     blocks = [block for block in setup.topology.servers.values() if not block.url]
     if not blocks:
         raise ReverifyError("the config names no server to run (every server block has a `url:`)")
     here = [block for block in blocks if runs_builtin(block) and block.replicas_asked == 1]
     started = [block for block in blocks if block not in here]
-    fleet = ServerFleet(started, setup.config)
+    fleet = ServerFleet(started, setup.config, judge_cache=setup.judge_cache)
     with fleet as urls:
         asyncio.run(_serve(setup, here, fleet, urls))
     print("servers stopped", flush=True)
@@ -72,7 +74,7 @@ async def _serve(setup: VerifierSetup, here: list[ServerBlock], fleet: ServerFle
             announce(block, f"http://127.0.0.1:{sock.getsockname()[1]}", copies)
             if copies > 1:
                 growth.append(asyncio.create_task(add_replicas(fleet, block.instance, copies - 1, balancer.add)))
-        await serve_until_stopped(here, on_listening=announce, stop=stop)
+        await serve_until_stopped(here, judge_cache=setup.judge_cache, on_listening=announce, stop=stop)
     finally:
         for task in growth:
             task.cancel()

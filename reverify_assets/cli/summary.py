@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from reverify_assets.lib.judge_cache import judge_cache_path
 from reverify_assets.metrics.coverage import Coverage, describe, describe_bounds, total_coverage
 
 if TYPE_CHECKING:  # the summary is also printed by `reverify aggregate`, which never imports Dagster
     from reverify_assets.defs.materialization import MaterializedRun
 
 
-def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregation: bool) -> None:
+def print_run_summary(
+    run: MaterializedRun, *, recovery: bool, disable_aggregation: bool, judge_cache: Path | None
+) -> None:
     verified = run.metadata.get("recovered_rows" if recovery else "reverified_rows", {})
     output = run.metadata.get("merged_rollouts" if recovery else "reverified_rows", {})
     if verified.get("unsafe"):
@@ -31,7 +33,7 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
         by_class = ", ".join(f"{count} {name}" for name, count in failures.items())
         print(f"Rollouts missing from the score: {verified.get('failures', 0)} ({by_class}); see {run.failures.path}")
         print_failure_causes(failures, verified.get("first failure messages") or {})
-    print_judge_calls(verified)
+    print_judge_calls(verified, judge_cache)
     print_requests(verified)
     print_early_stop(verified)
     if (mean := output.get("mean reward")) is not None:
@@ -52,7 +54,7 @@ def print_run_summary(run: MaterializedRun, *, recovery: bool, disable_aggregati
 SHOWN_FAILURE_CAUSES = 5
 
 
-def print_judge_calls(verified: dict[str, Any]) -> None:
+def print_judge_calls(verified: dict[str, Any], judge_cache: Path | None) -> None:
     calls, hits = verified.get("judge calls", 0), verified.get("judge cache hits", 0)
     if not (calls or hits):
         return
@@ -60,11 +62,10 @@ def print_judge_calls(verified: dict[str, Any]) -> None:
         f" ({verified.get('judge input tokens', 0):,} input, {verified.get('judge output tokens', 0):,} output tokens)"
     )
     made = f"{calls} made{tokens if calls else ''}"
-    where = judge_cache_path()
-    if where is None:
+    if judge_cache is None:
         print(f"Judge calls: {made} (the judge-call cache is off)")
     else:
-        print(f"Judge calls: {made}, {hits} answered by the judge-call cache ({where})")
+        print(f"Judge calls: {made}, {hits} answered by the judge-call cache ({judge_cache})")
 
 
 def print_requests(verified: dict[str, Any]) -> None:

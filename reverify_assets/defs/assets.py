@@ -143,7 +143,7 @@ def _plan(
     responses: IndexHandle,
     exclude: IndexHandle | None = None,
 ) -> dg.Output[PlanHandle]:
-    setup = rescoring.verifier_setup()
+    setup = rescoring.verifier_setup(startup)
     limit = rollouts_scan_limit(rescoring.limit, rescoring.judge_failed_only)
     plan = take_prefetched_plan(startup.work, Path(inputs.source), Path(responses.source), limit, setup.config_hash)
     if plan is None:
@@ -207,7 +207,7 @@ def _verify(
     """``against_stored``: count the output's flips against the rewards its rollouts stored."""
     step = rescoring.verify_step(responses=payloads.rollouts)
     plan = read_plan(startup.work, Path(payloads.plan))
-    setup = rescoring.verifier_setup()
+    setup = rescoring.verifier_setup(startup)
     result = run_verification(plan, setup, step, on_progress=_log_progress, prestarted=startup.servers)
     stats, files, config_hash = result.stats, result.files, payloads.config_hash
     rows_name, failures_name = names
@@ -273,10 +273,10 @@ def _aggregate(
     try:
         with closing(in_key_order):
             aggregation = run_aggregation(
-                in_key_order, rescoring.verifier_setup(), target, sources, prestarted=startup.servers
+                in_key_order, rescoring.verifier_setup(startup), target, sources, prestarted=startup.servers
             )
     except AggregateMetricsFailed as exc:
-        raise _unfinished(rescoring, output, rows.rows, exc) from exc
+        raise _unfinished(rescoring, startup, output, rows.rows, exc) from exc
     if aggregation is None:
         return dg.Output(None, metadata={"note": "no row carries an agent name: nothing to aggregate"})
     entries = aggregation.entries
@@ -446,10 +446,14 @@ def merged_aggregate_metrics(
     return _aggregate(rescoring, startup, merged_rollouts, [expected], [source_sidecar])
 
 
-def _unfinished(rescoring: RescoringResource, output: Path, rows: int, exc: AggregateMetricsFailed) -> ReverifyError:
+def _unfinished(
+    rescoring: RescoringResource, startup: StartupHandoff, output: Path, rows: int, exc: AggregateMetricsFailed
+) -> ReverifyError:
     """A recovery merges rows of two graders (the successes carried over): its aggregate allows mixed configs."""
     mixed = rescoring.allow_mixed_configs or rescoring.judge_failed_only
-    command = finish_command(rescoring.config_paths, rescoring.given_overrides(), output, allow_mixed_configs=mixed)
+    command = finish_command(
+        rescoring.config_paths, rescoring.given_overrides(startup), output, allow_mixed_configs=mixed
+    )
     return ReverifyError(unfinished_metrics_message(str(exc), output, rows, command))
 
 

@@ -2,18 +2,16 @@
 (``RescoringResource``), and what the command's start-up prepared for it (``startup_resource``).
 
 The rescoring's config is the run config of the run, which Dagster keeps and shows as it is: an override holding
-a secret (an API key given on the command line) appears there redacted, and the overrides as given are read from
-the environment variable ``secret_overrides_env`` names, set by the command line for its own run.
+a secret (an API key given on the command line) appears there redacted, and the command hands the overrides as
+given to its own run in its ``StartupHandoff``.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import orjson
 from pydantic import Field, PrivateAttr
 
 from reverify_assets.errors import ReverifyError
@@ -26,16 +24,14 @@ from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_se
 from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.verification import VerifyStep
 
-SECRET_OVERRIDES_ENV = "REVERIFY_RUN_OVERRIDES"
-
 
 class VerifierConfigResource(dg.ConfigurableResource):
     """The verifier config a run uses: its files and overrides, secrets kept out of the run config."""
 
     config_paths: list[str] = Field(description="NeMo-Gym-shaped verifier config files, merged in order")
     overrides: list[str] = Field(default_factory=list, description="++dotted.key=value overrides (secrets redacted)")
-    secret_overrides_env: str | None = Field(
-        default=None, description="the environment variable holding the overrides as given (a JSON list)"
+    overrides_redacted: bool = Field(
+        default=False, description="a secret in the overrides is redacted here: only the command's own run has it"
     )
     # Loaded once per run's process (the CLI's runs have one): each step that needs it gets the same.
     _setup: VerifierSetup | None = PrivateAttr(default=None)
@@ -43,31 +39,26 @@ class VerifierConfigResource(dg.ConfigurableResource):
     @staticmethod
     def config_values(config_paths: list[Path], overrides: list[str]) -> dict[str, Any]:
         """The fields of a command's own run: absolute paths (a step may run in another directory), and the
-        overrides redacted, read as given from ``SECRET_OVERRIDES_ENV``, which this sets."""
+        overrides redacted (the command's ``StartupHandoff`` has them as given)."""
         values: dict[str, Any] = {"config_paths": [str(path.resolve()) for path in config_paths]}
         shown = [process_secrets.redact(override) for override in overrides]
-        if shown != list(overrides):
-            os.environ[SECRET_OVERRIDES_ENV] = orjson.dumps(list(overrides)).decode()
-            return values | {"overrides": shown, "secret_overrides_env": SECRET_OVERRIDES_ENV}
-        return values | {"overrides": list(overrides)}
+        return values | {"overrides": shown, "overrides_redacted": shown != list(overrides)}
 
-    def given_overrides(self) -> list[str]:
+    def given_overrides(self, startup: StartupHandoff) -> list[str]:
         """The overrides as the user gave them, secrets included."""
-        if self.secret_overrides_env is None:
+        if not self.overrides_redacted:
             return list(self.overrides)
-        given = os.environ.get(self.secret_overrides_env)
-        if given is None:
+        if startup.given_overrides is None:
             raise ReverifyError(
-                f"this run's overrides {self.overrides} hold a secret, which its run config does not keep: set "
-                f"{self.secret_overrides_env} to the overrides as given (a JSON list) in the environment of the "
-                "process that runs it (the code location's, for a re-execution from the UI), or give the key "
-                "through the environment variable the config reads it from"
+                f"this run's overrides {self.overrides} hold a secret, which its run config does not keep: run it "
+                "again from the command line, or give the key through the environment variable the config reads "
+                "it from"
             )
-        return list(orjson.loads(given))
+        return list(startup.given_overrides)
 
-    def verifier_setup(self) -> VerifierSetup:
+    def verifier_setup(self, startup: StartupHandoff) -> VerifierSetup:
         if self._setup is None:
-            self._setup = load_verifier_setup([Path(p) for p in self.config_paths], self.given_overrides())
+            self._setup = load_verifier_setup([Path(p) for p in self.config_paths], self.given_overrides(startup))
         return self._setup
 
 
@@ -88,6 +79,7 @@ class RescoringResource(VerifierConfigResource):
     allow_mixed_configs: bool = Field(default=False, description="resume an output another verifier config began")
     max_judge_calls: int | None = Field(default=None, description="stop sending rows at this many judge calls")
     max_cost: float | None = Field(default=None, description="stop sending rows at this judge cost (judge_prices)")
+    no_judge_cache: bool = Field(default=False, description="ask the judge for every verdict (--no-judge-cache)")
 
     @classmethod
     def for_run(cls, options: RunOptions) -> RescoringResource:
@@ -96,6 +88,11 @@ class RescoringResource(VerifierConfigResource):
         for name in ("inputs", "rollouts", "output"):
             values[name] = str(Path(values[name]).resolve())
         return cls(**values, **cls.config_values(list(options.config_paths), list(options.overrides)))
+
+    def verifier_setup(self, startup: StartupHandoff) -> VerifierSetup:
+        return (
+            super().verifier_setup(startup).for_run(no_judge_cache=self.no_judge_cache, recovery=self.judge_failed_only)
+        )
 
     @property
     def partition_key(self) -> str:

@@ -40,7 +40,7 @@ def aggregated_shards(
     startup: dg.ResourceParam[StartupHandoff],
 ) -> Iterator[Any]:
     refuse_other_partition(context.partition_key, SHARD_AGGREGATE_RESOURCE, shard_aggregate.partition_key)
-    setup = shard_aggregate.verifier_setup()
+    setup = shard_aggregate.verifier_setup(startup)
     made = aggregate_shards(
         shard_aggregate.input_glob,
         Path(shard_aggregate.output),

@@ -18,8 +18,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -40,30 +39,13 @@ log = logging.getLogger("reverify")
 
 
 def judge_cache_path() -> Path | None:
-    """Where the cache is, or None when it is turned off (``--no-judge-cache`` sets ``REVERIFY_JUDGE_CACHE=off``)."""
+    """Where the user keeps the cache (``$REVERIFY_JUDGE_CACHE``, else the Dagster home), or None when they turned
+    it off there. A command reads it once and hands the answer to what it starts: ``--no-judge-cache``, a recovery
+    and the probe's passes run without it whatever this says."""
     chosen = os.environ.get(JUDGE_CACHE_ENV)
     if chosen == CACHE_OFF:
         return None
     return Path(chosen).expanduser().resolve() if chosen else dagster_home() / CACHE_FILE_NAME
-
-
-def turn_judge_cache_off() -> None:
-    """For this process and the servers it starts."""
-    os.environ[JUDGE_CACHE_ENV] = CACHE_OFF
-
-
-@contextmanager
-def judge_cache_off() -> Iterator[None]:
-    """Off for the block: for a step that shares its process with others (a Dagster run's in-process steps)."""
-    before = os.environ.get(JUDGE_CACHE_ENV)
-    turn_judge_cache_off()
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(JUDGE_CACHE_ENV, None)
-        else:
-            os.environ[JUDGE_CACHE_ENV] = before
 
 
 def request_key(kind: str, url: str, body: Mapping[str, Any]) -> bytes:

@@ -120,7 +120,7 @@ class MetricsServers:
     def url(self, server: str) -> str:
         if server not in self._urls:
             block = self._setup.topology.servers[server]
-            fleet = ServerFleet([block], self._setup.config, self._prestarted)
+            fleet = ServerFleet([block], self._setup.config, self._prestarted, judge_cache=self._setup.judge_cache)
             self._urls[server] = self._fleets.enter_context(fleet)[block.instance]
         return self._urls[server]
 

@@ -30,6 +30,7 @@ class RunOptions(BaseModel):
     allow_mixed_configs: bool = False
     max_judge_calls: int | None = None
     max_cost: float | None = None
+    no_judge_cache: bool = False
 
     def check_flags(self) -> None:
         if self.append and not self.judge_failed_only:

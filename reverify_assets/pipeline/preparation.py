@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from reverify_assets.gym.installation import find_installation
 from reverify_assets.gym.launch import server_folder
 from reverify_assets.lib import process_secrets
 from reverify_assets.lib.jsonl import JsonlLine
+from reverify_assets.lib.judge_cache import judge_cache_path
 from reverify_assets.lib.key_columns import KeyColumns, scan_key_columns
 from reverify_assets.lib.key_index import (
     KeyIndex,
@@ -46,6 +47,19 @@ class VerifierSetup:
     config: dict[str, Any]
     topology: Topology
     config_hash: str
+    # Where the judges' servers keep and find verdicts (None: they ask the judge every time). How the verifier is
+    # run, not what it is: no part of the hash.
+    judge_cache: Path | None
+
+    def for_run(self, *, no_judge_cache: bool, recovery: bool) -> VerifierSetup:
+        """A judge recovery runs without the cache: its rows are those whose judging failed, and a reply the cache
+        kept for one (a NeMo Gym judge's ``judge_invalid`` verdict) is the failure itself."""
+        return self.without_judge_cache() if no_judge_cache or recovery else self
+
+    def without_judge_cache(self) -> VerifierSetup:
+        """For ``--no-judge-cache``, a judge recovery (its rows are those whose judging failed) and the probe's and
+        noise floor's passes (a pass answered from the cache would agree by construction)."""
+        return replace(self, judge_cache=None)
 
 
 def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> VerifierSetup:
@@ -78,7 +92,8 @@ def load_verifier_setup(config_paths: list[Path], overrides: list[str]) -> Verif
                 )
     # A judge's model server is part of the grader: another model is another verifier.
     models = {model.instance: model for block in topology.servers.values() for model in block.referenced_models(config)}
-    return VerifierSetup(config, topology, verifier_config_hash([*topology.servers.values(), *models.values()]))
+    config_hash = verifier_config_hash([*topology.servers.values(), *models.values()])
+    return VerifierSetup(config, topology, config_hash, judge_cache_path())
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """``reverify probe``: a seeded sample of the stored rollouts, stratified by agent, scored twice (by servers started
 apart, in different orders), against itself and against the rewards the rollouts stored (``compare.probe_report``).
-
-The judge-call cache is the caller's to turn off: a second pass answered from it would agree by construction.
+Both passes run without the judge-call cache (``repeated_scoring``): a second pass answered from it would agree by
+construction.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 What ``reverify noise`` measures a judge's self-agreement on. Every scoring is a whole verification of the sample
 (``run_verification``, without Dagster), into files of its own in a work folder: a fresh fleet each time, so no
 server process sees the rows twice, and after the first in a shuffled order, so a server whose answer depends on
-what it saw before (state, a warm cache of its own) shows it. The judge-call cache is the caller's to turn off:
-a cached verdict is no new sample of the judge.
+what it saw before (state, a warm cache of its own) shows it. Without the judge-call cache: a cached verdict is
+no new sample of the judge.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def score_repeatedly(
             skip_guard=skip_guard,
             concurrency=concurrency,
         )
-        result = run_verification(order, setup, step)
+        result = run_verification(order, setup.without_judge_cache(), step)
         scorings.append(Scoring(_rewards(result.files.output), result.stats.to_sidecar, result.reverify_modes))
     return scorings
 

@@ -97,7 +97,7 @@ def run_verification(
     prestarted: PrestartedServers | None = None,
 ) -> VerificationResult:
     """``prestarted``: servers the command started ahead, borrowed for the blocks they were started for."""
-    fleet = ServerFleet(routed_blocks(setup, plan), setup.config, prestarted)
+    fleet = ServerFleet(routed_blocks(setup, plan), setup.config, prestarted, judge_cache=setup.judge_cache)
     with fleet as urls:
         return asyncio.run(_interruptible(_verify(plan, setup, step, fleet, urls, on_progress)))
 

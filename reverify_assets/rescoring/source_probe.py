@@ -1,4 +1,4 @@
-"""A rescoring's probe: ``reverify probe`` on its first source, with the judge-call cache off for the step only."""
+"""A rescoring's probe: ``reverify probe`` on its first source."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 from reverify_assets.compare.probe_report import ProbeReport
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib.jsonl import write_json_atomic
-from reverify_assets.lib.judge_cache import judge_cache_off
 from reverify_assets.lib.probe_files import DEFAULT_PROBE_SAMPLE, probe_report_path
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.probe import run_probe
@@ -24,7 +23,7 @@ def probe_first_source(spec: RescoringSpec, setup: VerifierSetup) -> tuple[Probe
     source = sources[0]
     kept = probe_report_path(setup.config_hash)
     kept.parent.mkdir(parents=True, exist_ok=True)
-    with judge_cache_off(), tempfile.TemporaryDirectory(prefix=".reverify-probe-", dir=kept.parent) as work:
+    with tempfile.TemporaryDirectory(prefix=".reverify-probe-", dir=kept.parent) as work:
         report = run_probe(
             setup, source.inputs, source.rollouts, size=DEFAULT_PROBE_SAMPLE, seed=0, concurrency=64, work=Path(work)
         )

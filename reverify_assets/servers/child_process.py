@@ -16,6 +16,7 @@ from reverify_assets.lib.lifeline import exit_with_parent
 def main() -> None:
     exit_with_parent()
     import asyncio
+    from pathlib import Path
 
     import orjson
 
@@ -25,11 +26,12 @@ def main() -> None:
 
     spec = orjson.loads(sys.stdin.buffer.readline())
     block = ServerBlock(spec["instance"], spec["type"], spec["fields"])
+    judge_cache = None if spec["judge_cache"] is None else Path(spec["judge_cache"])
 
     def announce(_: ServerBlock, url: str) -> None:
         print(f"{READY_PREFIX}{url}", flush=True)
 
-    asyncio.run(serve_until_stopped([block], on_listening=announce))
+    asyncio.run(serve_until_stopped([block], judge_cache=judge_cache, on_listening=announce))
 
 
 if __name__ == "__main__":

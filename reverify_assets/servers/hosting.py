@@ -7,6 +7,7 @@ import signal
 import socket
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from pathlib import Path
 
 from aiohttp import web
 
@@ -29,6 +30,7 @@ def bind_loopback(port: int = 0) -> socket.socket:
 async def serve_until_stopped(
     blocks: Sequence[ServerBlock],
     *,
+    judge_cache: Path | None,
     on_listening: Callable[[ServerBlock, str], None],
     stop: asyncio.Event | None = None,
 ) -> None:
@@ -41,7 +43,9 @@ async def serve_until_stopped(
     runners: list[web.AppRunner] = []
     try:
         for block in blocks:
-            runner = web.AppRunner(build_app(build_server(block)), access_log=None, handle_signals=False)
+            runner = web.AppRunner(
+                build_app(build_server(block, judge_cache=judge_cache)), access_log=None, handle_signals=False
+            )
             await runner.setup()
             runners.append(runner)
             sock = bind_loopback(int(block.fields.get("port") or 0))

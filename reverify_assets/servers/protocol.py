@@ -62,6 +62,8 @@ class ResourcesServer(ABC):
     # as separate /verify requests would be. A server that only computes gains nothing from that and pays
     # for a task per row: about a seventh of mcqa's time a row.
     verify_waits: ClassVar[bool] = True
+    # Whether it asks a judge model, and so takes the judge-call cache its host hands it (``judge_cache=``).
+    calls_a_judge: ClassVar[bool] = False
 
     @abstractmethod
     async def verify(self, body: dict[str, Any]) -> dict[str, Any]: ...

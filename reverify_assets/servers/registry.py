@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import import_module
+from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
@@ -72,6 +73,8 @@ def builtin_metrics_hooks(block: ServerBlock) -> MetricsHooks | None:
     return BUILTIN_SERVERS[block.type].server_type().metrics_hooks
 
 
-def build_server(block: ServerBlock) -> ResourcesServer:
+def build_server(block: ServerBlock, *, judge_cache: Path | None) -> ResourcesServer:
+    """``judge_cache``: where a server that calls a judge keeps and finds verdicts (None: it asks every time)."""
     config = validate_builtin_block(block)
-    return BUILTIN_SERVERS[block.type].server_type()(config)
+    kind = BUILTIN_SERVERS[block.type].server_type()
+    return kind(config, judge_cache=judge_cache) if kind.calls_a_judge else kind(config)  # type: ignore[call-arg]

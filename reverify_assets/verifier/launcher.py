@@ -44,7 +44,6 @@ from reverify_assets.gym.server_config import LOOPBACK, model_identity
 from reverify_assets.gym.server_python import default_cache
 from reverify_assets.lib import process_secrets
 from reverify_assets.lib.child_python import child_environment, module_command
-from reverify_assets.lib.judge_cache import judge_cache_path
 from reverify_assets.lib.verifier_wire import READY_PREFIX
 
 log = logging.getLogger("reverify")
@@ -59,7 +58,9 @@ LOG_KEPT_WHILE_RECENT_S = 24 * 3600.0
 @dataclass(eq=False)  # a child is itself, not its fields: `in` and `remove` look for this very one
 class _Child:
     block: ServerBlock
-    identity: bytes  # what it was started for: a fleet takes a prestarted child only for the very same
+    # What it was started for: a fleet takes a prestarted child only for the very same (a model server started
+    # for a judge is never lent, and has none).
+    identity: bytes
     process: subprocess.Popen[bytes]
     output: IO[bytes]  # what it printed besides its ready line: the server's stderr, or its log
     url: str | None = None  # known before it starts for NeMo Gym's servers; built-in ones announce theirs
@@ -77,6 +78,7 @@ class ServerFleet:
     """``with ServerFleet(blocks, config) as urls:`` maps every block's instance to a URL that answers.
 
     ``config`` is the merged config the blocks come from: NeMo Gym's servers are given all of it, as NeMo Gym does.
+    ``judge_cache``: the judge-call cache the servers that call a judge use (None: they ask it every time).
     ``prestarted``: servers the caller started ahead, borrowed for the blocks they were started for.
     """
 
@@ -85,9 +87,12 @@ class ServerFleet:
         blocks: Sequence[ServerBlock],
         config: Mapping[str, Any] | None = None,
         prestarted: PrestartedServers | None = None,
+        *,
+        judge_cache: Path | None,
     ) -> None:
         self.blocks = list(blocks)
         self.config: Mapping[str, Any] = config or {}
+        self.judge_cache = judge_cache
         self.prestarted = prestarted or PrestartedServers()
         self._children: list[_Child] = []
 
@@ -107,9 +112,9 @@ class ServerFleet:
         urls = {block.instance: block.url for block in self.blocks if block.url}
         for block in self.blocks:
             if not block.url:
-                self._children.append(self.prestarted.borrow(block, self.config) or _spawn(block, self.config))
+                self._children.append(self._borrow_or_spawn(block))
         for position, child in enumerate(self._children):
-            child = self._children[position] = _await_ready(child, self.config)
+            child = self._children[position] = _await_ready(child, self.config, self.judge_cache)
             urls[child.block.instance] = child.url  # type: ignore[assignment]
         return urls  # type: ignore[return-value]
 
@@ -119,9 +124,14 @@ class ServerFleet:
         block = next(block for block in self.blocks if block.instance == instance)
         added = []
         for _ in range(count):
-            added.append(self.prestarted.borrow(block, self.config) or _spawn(block, self.config))
+            added.append(self._borrow_or_spawn(block))
             self._children.append(added[-1])  # at once: one that fails to start leaves the others stoppable
         return added
+
+    def _borrow_or_spawn(self, block: ServerBlock) -> _Child:
+        return self.prestarted.borrow(block, self.config, self.judge_cache) or _spawn(
+            block, self.config, self.judge_cache
+        )
 
     def replica_url(self, child: _Child) -> str | None:
         """The URL of a copy from ``add_replicas`` once it answers, None while it starts (without waiting: an
@@ -136,23 +146,28 @@ class ServerFleet:
         self._children.clear()
 
 
-def _spawn(block: ServerBlock, config: Mapping[str, Any]) -> _Child:
+def _spawn(block: ServerBlock, config: Mapping[str, Any], judge_cache: Path | None) -> _Child:
     if runs_builtin(block):
-        return _spawn_builtin(block)
-    return _spawn_gym(block, config)
+        return _spawn_builtin(block, judge_cache)
+    return _spawn_gym(block, config, judge_cache)
 
 
-def _identity(block: ServerBlock, config: Mapping[str, Any]) -> bytes:
-    spec: dict[str, Any] = {"instance": block.instance, "type": block.type, "fields": dict(block.fields)}
+def _identity(block: ServerBlock, config: Mapping[str, Any], judge_cache: Path | None) -> bytes:
+    spec = _builtin_spec(block, judge_cache)
     if not runs_builtin(block):
         spec["config"] = config
     return orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
 
 
-def _spawn_builtin(block: ServerBlock) -> _Child:
-    spec = {"instance": block.instance, "type": block.type, "fields": dict(block.fields)}
-    process, stderr = _start_module("reverify_assets.servers.child_process", spec)
-    return _Child(block, _identity(block, {}), process, stderr)
+def _builtin_spec(block: ServerBlock, judge_cache: Path | None) -> dict[str, Any]:
+    """What ``servers.child_process`` reads on its stdin."""
+    cache = None if judge_cache is None else str(judge_cache)
+    return {"instance": block.instance, "type": block.type, "fields": dict(block.fields), "judge_cache": cache}
+
+
+def _spawn_builtin(block: ServerBlock, judge_cache: Path | None) -> _Child:
+    process, stderr = _start_module("reverify_assets.servers.child_process", _builtin_spec(block, judge_cache))
+    return _Child(block, _identity(block, {}, judge_cache), process, stderr)
 
 
 def _start_module(module: str, spec: Mapping[str, Any]) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
@@ -172,7 +187,7 @@ def _start_module(module: str, spec: Mapping[str, Any]) -> tuple[subprocess.Pope
     return process, stderr
 
 
-def _spawn_gym(block: ServerBlock, config: Mapping[str, Any]) -> _Child:
+def _spawn_gym(block: ServerBlock, config: Mapping[str, Any], judge_cache: Path | None) -> _Child:
     """The server, and first the model servers it calls (a judge's) where the config declares them; with the
     judge-call cache on, the server reaches each of those through a caching proxy (``servers.judge_cache_proxy``)."""
     installation = find_installation(config)
@@ -184,16 +199,17 @@ def _spawn_gym(block: ServerBlock, config: Mapping[str, Any]) -> _Child:
         for companion in companions:
             started.append(_spawn_gym_process(companion, config, installation, ports))
         seen_at = dict(ports)  # where the server is told its model servers are
-        if (cache := judge_cache_path()) is not None:
+        if judge_cache is not None:
             for model in models:
                 target = model.url or f"http://{LOOPBACK}:{ports[model.instance]}"
-                started.append(_spawn_cache_proxy(model, target, cache))
+                started.append(_spawn_cache_proxy(model, target, judge_cache))
                 seen_at[model.instance] = int(str(started[-1].url).rsplit(":", 1)[1])
         child = _spawn_gym_process(block, config, installation, seen_at)
     except BaseException:
         _stop(started)
         raise
     child.companions = started
+    child.identity = _identity(block, config, judge_cache)
     return child
 
 
@@ -240,7 +256,7 @@ def _spawn_gym_process(
         command.cwd,
         log_path,
     )
-    return _Child(block, _identity(block, config), process, log_path.open("rb"), command.url, log_path)
+    return _Child(block, b"", process, log_path.open("rb"), command.url, log_path)
 
 
 def _free_port() -> int:
@@ -267,7 +283,7 @@ PORT_TAKEN = "address already in use"
 PORT_TRIES = 3
 
 
-def _await_ready(child: _Child, config: Mapping[str, Any]) -> _Child:
+def _await_ready(child: _Child, config: Mapping[str, Any], judge_cache: Path | None) -> _Child:
     """``child`` once it answers (a NeMo Gym server that lost its port to another process is started again)."""
     for attempt in range(PORT_TRIES):
         try:
@@ -281,7 +297,7 @@ def _await_ready(child: _Child, config: Mapping[str, Any]) -> _Child:
                     f"NeMo Gym's {child.block.type} server for {child.block.instance!r} found its port taken "
                     f"{PORT_TRIES} times; the last log: {taken.log_path}"
                 ) from None
-            child = _spawn_gym(child.block, config)
+            child = _spawn_gym(child.block, config, judge_cache)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -389,17 +405,17 @@ class PrestartedServers:
         self._started: list[_Child] = []
         self._idle: list[_Child] = []  # started, and not lent just now
 
-    def start(self, blocks: Sequence[ServerBlock], config: Mapping[str, Any]) -> None:
+    def start(self, blocks: Sequence[ServerBlock], config: Mapping[str, Any], judge_cache: Path | None) -> None:
         """A block that asks for several copies (``replicas: N``) gets them all now: their start-up then
         overlaps the caller's, not the rows' (copies a fleet does not take are stopped unused)."""
         for block in blocks:
             for _ in range(0 if block.url else block.replicas_asked):
-                self._started.append(_spawn(block, config))
+                self._started.append(_spawn(block, config, judge_cache))
                 self._started[-1].borrowed = True
                 self._idle.append(self._started[-1])
 
-    def borrow(self, block: ServerBlock, config: Mapping[str, Any]) -> _Child | None:
-        identity = _identity(block, config)
+    def borrow(self, block: ServerBlock, config: Mapping[str, Any], judge_cache: Path | None) -> _Child | None:
+        identity = _identity(block, config, judge_cache)
         for child in self._idle:
             if child.identity == identity:
                 self._idle.remove(child)
@@ -422,12 +438,13 @@ class PrestartedServers:
 
 @contextmanager
 def prestarted_servers(
-    blocks: Sequence[ServerBlock], config: Mapping[str, Any] | None = None
+    blocks: Sequence[ServerBlock], config: Mapping[str, Any] | None = None, *, judge_cache: Path | None
 ) -> Iterator[PrestartedServers]:
-    """The servers of ``blocks``, started now, for the fleets given the pool; stopped on exit."""
+    """The servers of ``blocks``, started now, for the fleets given the pool (with the same ``judge_cache``);
+    stopped on exit."""
     pool = PrestartedServers()
     try:
-        pool.start(blocks, config or {})
+        pool.start(blocks, config or {}, judge_cache)
         yield pool
     finally:
         pool.stop()

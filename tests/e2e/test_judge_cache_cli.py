@@ -70,6 +70,9 @@ def test_a_second_run_of_an_unchanged_config_makes_no_judge_call(tmp_path: Path,
     assert rewards(uncached) == rewards(first)
     said = judge_calls_line(uncached.result.stdout)
     assert (said.calls, said.hits, said.cache) == (ROWS, None, None)
+    with open_instance(tmp_path / "dagster_home") as instance:
+        [latest] = instance.get_runs(limit=1)
+    assert latest.run_config["resources"]["rescoring"]["config"]["no_judge_cache"] is True  # kept for a re-execution
 
 
 def test_a_resume_asks_the_judge_only_for_rows_it_never_answered(tmp_path: Path, judge: LocalJudge) -> None:

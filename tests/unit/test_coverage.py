@@ -226,7 +226,7 @@ def planned(tmp_path: Path, rows: list[dict[str, Any]]) -> PlannedKeys:
 
 def setup(config: dict[str, Any] | None = None) -> VerifierSetup:
     config = config or {"mcqa": {"resources_servers": {"mcqa": {}}}}
-    return VerifierSetup(config, read_topology(config), "c1")
+    return VerifierSetup(config, read_topology(config), "c1", judge_cache=None)
 
 
 def aggregate(

@@ -103,13 +103,14 @@ def test_a_cache_that_cannot_be_written_still_answers_the_caller(tmp_path: Path)
 
 
 def judged_twice(
-    tmp_path: Path,
+    cache: Path | None,
     replies: list[Reply],
     *,
     first_fields: dict[str, Any] | None = None,
     second_fields: dict[str, Any] | None = None,
 ) -> Any:
-    """The same row verified by two servers in turn (two runs), against one scripted judge."""
+    """The same row verified by two servers in turn (two runs) with the judge-call cache ``cache``, against one
+    scripted judge."""
 
     async def both() -> tuple[list[dict[str, Any]], ScriptedJudge]:
         judge = ScriptedJudge(replies)
@@ -117,7 +118,7 @@ def judged_twice(
         async with TestServer(judge.app()) as test_server:
             for fields in (first_fields or {}, second_fields or {}):
                 config = judge_config(str(test_server.make_url("")), **fields)
-                server = EquivalenceJudgeServer(config)
+                server = EquivalenceJudgeServer(config, judge_cache=cache)
                 await server.open()
                 try:
                     results.append(await server.verify(verify_body()))
@@ -129,14 +130,12 @@ def judged_twice(
 
 
 @pytest.fixture
-def cache_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "judge_cache.sqlite"
-    monkeypatch.setenv(JUDGE_CACHE_ENV, str(path))
-    return path
+def cache_file(tmp_path: Path) -> Path:
+    return tmp_path / "judge_cache.sqlite"
 
 
 def test_a_second_run_is_answered_from_the_cache_and_says_so(tmp_path: Path, cache_file: Path) -> None:
-    (first, second), judge = judged_twice(tmp_path, [completion("[[A=B]]")])
+    (first, second), judge = judged_twice(cache_file, [completion("[[A=B]]")])
     assert len(judge.requests) == 1
     assert first["reward"] == second["reward"] == 1.0
     assert "cached" not in first["judge_evaluations"][0]
@@ -149,7 +148,7 @@ def test_a_second_run_is_answered_from_the_cache_and_says_so(tmp_path: Path, cac
 def test_the_verdict_is_read_again_from_a_cached_reply(tmp_path: Path, cache_file: Path) -> None:
     """The reply is kept, not the verdict: other labels apply to it without a call."""
     replies = [completion("SAME")]
-    (first, second), judge = judged_twice(tmp_path, replies, first_fields={"judge_equal_label": "SAME"})
+    (first, second), judge = judged_twice(cache_file, replies, first_fields={"judge_equal_label": "SAME"})
     assert len(judge.requests) == 1
     assert first["reward"] == 1.0 and second["reward"] == 0.0
     assert second["judge_evaluations"][0]["judgement_parsing_issues"] == ["no_verdict"]
@@ -164,34 +163,33 @@ def test_the_verdict_is_read_again_from_a_cached_reply(tmp_path: Path, cache_fil
     ],
 )
 def test_a_reply_without_a_whole_verdict_is_not_kept(tmp_path: Path, cache_file: Path, reply: Reply) -> None:
-    _, judge = judged_twice(tmp_path, [reply])
+    _, judge = judged_twice(cache_file, [reply])
     assert len(judge.requests) == 2
 
 
 def test_a_changed_prompt_asks_the_judge_again(tmp_path: Path, cache_file: Path) -> None:
     replies = [completion("[[A=B]]")]
-    _, judge = judged_twice(tmp_path, replies, second_fields={"judge_system_message": "Be strict."})
+    _, judge = judged_twice(cache_file, replies, second_fields={"judge_system_message": "Be strict."})
     assert len(judge.requests) == 2
 
 
 def test_a_failed_call_is_not_kept(tmp_path: Path, cache_file: Path) -> None:
-    (first, second), judge = judged_twice(tmp_path, [status(401), completion("[[A=B]]")])
+    (first, second), judge = judged_twice(cache_file, [status(401), completion("[[A=B]]")])
     assert first["_ng_failure_class"] == "judge_failed" and second["reward"] == 1.0
     assert len(judge.requests) == 2
 
 
 def test_an_entry_this_version_cannot_read_is_asked_again_and_replaced(tmp_path: Path, cache_file: Path) -> None:
-    judged_twice(tmp_path, [completion("[[A=B]]")])
+    judged_twice(cache_file, [completion("[[A=B]]")])
     with sqlite3.connect(cache_file) as db:
         db.execute("UPDATE judge_replies_v1 SET reply = ?", (b"[1, 2",))
-    (third, fourth), judge = judged_twice(tmp_path, [completion("[[A=B]]")])
+    (third, fourth), judge = judged_twice(cache_file, [completion("[[A=B]]")])
     assert len(judge.requests) == 1  # the unreadable entry was asked again, the fresh one then answered
     assert "cached" not in third["judge_evaluations"][0] and fourth["judge_evaluations"][0]["cached"] is True
 
 
-def test_with_the_cache_off_every_run_asks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(JUDGE_CACHE_ENV, CACHE_OFF)
-    _, judge = judged_twice(tmp_path, [completion("[[A=B]]")])
+def test_with_the_cache_off_every_run_asks(tmp_path: Path) -> None:
+    _, judge = judged_twice(None, [completion("[[A=B]]")])
     assert len(judge.requests) == 2
     assert not list(tmp_path.glob("**/*.sqlite"))
 

@@ -325,7 +325,7 @@ def test_registered_as_a_stateless_builtin_that_accepts_pasted_nemo_gym_fields()
         "domain": "knowledge",
         "verified": False,
     }
-    server = build_server(ServerBlock("judge", "equivalence_judge", fields))
+    server = build_server(ServerBlock("judge", "equivalence_judge", fields), judge_cache=None)
     assert isinstance(server, EquivalenceJudgeServer)
     assert server.reverify_mode is ReverifyMode.STATELESS
     assert "stateless" in (EquivalenceJudgeServer.__doc__ or "")

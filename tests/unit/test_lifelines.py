@@ -54,6 +54,6 @@ def test_a_key_scan_whose_caller_is_killed_removes_its_scratch_folder_and_exits(
 def test_built_in_servers_start_outside_the_callers_process_group() -> None:
     """A terminal's Ctrl-C goes to its whole foreground group: one that reached a starting server read as a server
     that failed to start. The caller stops its servers itself."""
-    with prestarted_servers([ServerBlock("mcqa", "mcqa", {})]) as pool:
+    with prestarted_servers([ServerBlock("mcqa", "mcqa", {})], judge_cache=None) as pool:
         child = pool.idle[0]
         assert os.getpgid(child.process.pid) == child.process.pid != os.getpgid(0)

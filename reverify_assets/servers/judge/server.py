@@ -7,13 +7,14 @@ import os
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import aiohttp
 
 from reverify_assets.lib import process_secrets
 from reverify_assets.lib.adaptive_limit import AdaptiveLimit
-from reverify_assets.lib.judge_cache import JudgeCallCache, judge_cache_path
+from reverify_assets.lib.judge_cache import JudgeCallCache
 from reverify_assets.lib.routed_row import CACHED_EVALUATION_FIELD, USAGE_FIELD
 from reverify_assets.servers.judge import metrics as judge_metrics
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
@@ -160,10 +161,18 @@ class EquivalenceJudgeServer(ResourcesServer):
     reverify_mode: ClassVar[ReverifyMode] = ReverifyMode.STATELESS
     metrics_hooks: ClassVar[MetricsHooks] = MetricsHooks(judge_metrics.compute_metrics, judge_metrics.get_key_metrics)
 
+    calls_a_judge: ClassVar[bool] = True
+
     def __init__(
-        self, config: EquivalenceJudgeConfig, *, sleep: Sleep = asyncio.sleep, rng: random.Random | None = None
+        self,
+        config: EquivalenceJudgeConfig,
+        *,
+        judge_cache: Path | None = None,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self.config = config
+        self._cache_path = judge_cache
         self._sleep = sleep  # injectable so tests never wait out a backoff
         self._rng = rng
         self._session: aiohttp.ClientSession | None = None
@@ -176,8 +185,7 @@ class EquivalenceJudgeServer(ResourcesServer):
         # redactor of everything this process writes, logs or raises.
         api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
         process_secrets.remember([api_key])
-        cache_path = judge_cache_path()
-        self._cache = None if cache_path is None else JudgeCallCache(cache_path)
+        self._cache = None if self._cache_path is None else JudgeCallCache(self._cache_path)
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=cfg.judge_endpoint_max_concurrency or 0)
         )
