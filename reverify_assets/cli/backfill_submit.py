@@ -17,10 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dagster._core.execution.backfill import BulkActionStatus
-
 from reverify_assets.cli.rescoring_runs import BACKFILL_TAGS, current_status, open_instance, register_shards
 from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG
+from reverify_assets.defs.dagster_internals import BulkActionStatus
 from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV
 from reverify_assets.defs.hosted_daemon import STEP_S, HostedDaemon, hosted_by_this_command, hosted_daemon
 from reverify_assets.defs.rescoring_defs import RescoringDefs

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, run_job
 from reverify_assets.defs.comparison_defs import ComparisonDefs
+from reverify_assets.defs.dagster_internals import UnresolvedAssetJobDefinition
 from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.rescoring_defs import RescoringDefs

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 import dagster as dg
 import orjson
-from dagster._core.storage.partition_status_cache import AssetPartitionStatus
-from dagster._utils.error import SerializableErrorInfo
 
+from reverify_assets.defs.dagster_internals import SerializableErrorInfo
 from reverify_assets.defs.rescoring_defs import SHARD_TAG, RescoringDefs
 from reverify_assets.defs.run_tags import RESCORING_TAG
 from reverify_assets.rescoring.discovery import discover_shard_keys
@@ -120,14 +119,14 @@ def rescore_schedule(rescoring: RescoringDefs) -> dg.ScheduleDefinition | None:
     return schedule
 
 
-def aggregate_state(instance: dg.DagsterInstance, rescoring: RescoringDefs) -> AssetPartitionStatus | None:
+def aggregate_state(instance: dg.DagsterInstance, rescoring: RescoringDefs) -> dg.AssetPartitionStatus | None:
     """The latest attempt at the aggregate of the current config (None: never attempted)."""
     partitions = dg.StaticPartitionsDefinition([rescoring.aggregate_partition])
     states = instance.get_status_by_partition(rescoring.aggregate_key, [rescoring.aggregate_partition], partitions)
     return (states or {}).get(rescoring.aggregate_partition)
 
 
-def quiet_tick_reason(status: ShardStatus, aggregate: AssetPartitionStatus | None) -> str:
+def quiet_tick_reason(status: ShardStatus, aggregate: dg.AssetPartitionStatus | None) -> str:
     """Why a tick with no shard to re-score asked for no run, as its skip says in the UI."""
     config = status.config_hash
     if not status.registered:
@@ -136,11 +135,11 @@ def quiet_tick_reason(status: ShardStatus, aggregate: AssetPartitionStatus | Non
     if running:
         return f"{len(running)} of {len(status.registered)} shards running under config {config}, none to start"
     reason = f"all {len(status.registered)} shards current under config {config}"
-    if aggregate is AssetPartitionStatus.MATERIALIZED:
+    if aggregate is dg.AssetPartitionStatus.MATERIALIZED:
         return reason
-    if aggregate is AssetPartitionStatus.IN_PROGRESS:
+    if aggregate is dg.AssetPartitionStatus.IN_PROGRESS:
         return f"{reason}; the aggregate is running"
-    behind = "its last run failed" if aggregate is AssetPartitionStatus.FAILED else "it has no results yet"
+    behind = "its last run failed" if aggregate is dg.AssetPartitionStatus.FAILED else "it has no results yet"
     return f"{reason}; the aggregate is behind ({behind}): {AGGREGATES_SENSOR} materializes it after this tick"
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
-from dagster._core.remote_origin import (
+
+from reverify_assets.defs.dagster_internals import (
+    LoadableTargetOrigin,
     ManagedGrpcPythonEnvCodeLocationOrigin,
     RemoteJobOrigin,
     RemoteRepositoryOrigin,
+    UnresolvedAssetJobDefinition,
 )
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 # Dagster's per-event console log is for the UI; on a terminal the user sees our summary instead. One process, as
 # on the command line, for the run and for its re-execution from the UI.

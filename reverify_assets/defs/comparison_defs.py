@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dagster as dg
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.checks import ONE_CONFIG
+from reverify_assets.defs.dagster_internals import UnresolvedAssetJobDefinition
 from reverify_assets.defs.failures import Refusal, step_failures
 from reverify_assets.defs.handles import content_version
 from reverify_assets.defs.rescoring_defs import RescoringDefs

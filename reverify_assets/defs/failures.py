@@ -20,10 +20,12 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import dagster as dg
-from dagster._core.definitions.metadata import normalize_metadata
-from dagster._core.errors import DagsterUserCodeProcessError
-from dagster._utils.error import SerializableErrorInfo
 
+from reverify_assets.defs.dagster_internals import (
+    DagsterUserCodeProcessError,
+    SerializableErrorInfo,
+    normalize_metadata,
+)
 from reverify_assets.errors import ReverifyError
 from reverify_assets.lib import interrupts, process_secrets
 

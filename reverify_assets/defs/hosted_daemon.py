@@ -37,28 +37,30 @@ from typing import Any
 
 import dagster as dg
 import yaml
-from dagster._cli.api import _execute_run_command_body
-from dagster._core.execution.backfill import (
-    BULK_ACTION_TERMINAL_STATUSES,
-    BulkActionsFilter,
-    BulkActionStatus,
-    PartitionBackfill,
-)
-from dagster._core.instance.ref import InstanceRef
-from dagster._core.launcher import LaunchRunContext, RunLauncher
-from dagster._core.remote_origin import InProcessCodeLocationOrigin
-from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
-from dagster._daemon.backfill import execute_backfill_jobs
-from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
-from dagster._serdes import ConfigurableClass, ConfigurableClassData, deserialize_value, serialize_value
-from dagster._utils.error import SerializableErrorInfo
-from dagster._utils.interrupts import capture_interrupts
 
 from reverify_assets.defs import project as project_module
 from reverify_assets.defs.code_location import CODE_LOCATION, DEFINITIONS_FILE
+from reverify_assets.defs.dagster_internals import (
+    BULK_ACTION_TERMINAL_STATUSES,
+    NOT_FINISHED_STATUSES,
+    BulkActionsFilter,
+    BulkActionStatus,
+    ConfigurableClass,
+    ConfigurableClassData,
+    InProcessCodeLocationOrigin,
+    InProcessWorkspaceLoadTarget,
+    InstanceRef,
+    LaunchRunContext,
+    LoadableTargetOrigin,
+    PartitionBackfill,
+    QueuedRunCoordinatorDaemon,
+    RunLauncher,
+    SerializableErrorInfo,
+    WorkspaceProcessContext,
+    capture_interrupts,
+    execute_backfill_jobs,
+    execute_run_command_body,
+)
 from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV
 from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.project import WORKING_DIRECTORY_LOCATION
@@ -137,7 +139,7 @@ class ChildRunLauncher(RunLauncher, ConfigurableClass):
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
         output = Path(self._outputs.name) / f"{run.run_id}.log"
-        ref = serialize_value(self._instance.get_ref())
+        ref = dg.serialize_value(self._instance.get_ref())
         process = _FORKED.Process(
             target=_execute_run,
             args=(run.run_id, ref, self._working_directory, str(output)),
@@ -209,8 +211,11 @@ def _execute_run(run_id: str, serialized_ref: str, working_directory: str, outpu
     with open(output, "ab", buffering=0) as sink:
         os.dup2(sink.fileno(), sys.stdout.fileno())
         os.dup2(sink.fileno(), sys.stderr.fileno())
-    with capture_interrupts(), dg.DagsterInstance.from_ref(deserialize_value(serialized_ref, InstanceRef)) as instance:
-        status = _execute_run_command_body(run_id, instance, lambda _: None, set_exit_code_on_failure=True)
+    with (
+        capture_interrupts(),
+        dg.DagsterInstance.from_ref(dg.deserialize_value(serialized_ref, InstanceRef)) as instance,
+    ):
+        status = execute_run_command_body(run_id, instance, lambda _: None, set_exit_code_on_failure=True)
     sys.exit(status)
 
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 import dagster as dg
-from dagster._core.storage.compute_log_manager import CapturedLogContext
 
+from reverify_assets.defs.dagster_internals import CapturedLogContext
 from reverify_assets.lib.interrupts import children_deaf_to_ctrl_c
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.assets import ALL_ASSETS, OUTPUTS
 from reverify_assets.defs.code_location import IN_PROCESS_RUN_CONFIG, run_job
+from reverify_assets.defs.dagster_internals import UnresolvedAssetJobDefinition
 from reverify_assets.defs.failures import command_errors
 from reverify_assets.defs.handles import OutputHandle
 from reverify_assets.defs.instance import open_dagster_instance

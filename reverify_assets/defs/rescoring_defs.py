@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from reverify_assets.defs.checks import (
     FAILURE_RATE,
@@ -31,6 +30,7 @@ from reverify_assets.defs.checks import (
     rollout_health_result,
     stateless_evidence_result,
 )
+from reverify_assets.defs.dagster_internals import UnresolvedAssetJobDefinition
 from reverify_assets.defs.failures import step_failures
 from reverify_assets.defs.handles import content_version
 from reverify_assets.defs.metadata import (

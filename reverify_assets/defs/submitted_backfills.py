@@ -22,8 +22,7 @@ import dagster as dg
 
 # Dagster 1.13's public API has no way to create a backfill: its UI's GraphQL mutation (which needs a running
 # webserver) builds a PartitionBackfill with this constructor and stores it with ``add_backfill``, as here.
-from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES, BulkActionStatus, PartitionBackfill
-
+from reverify_assets.defs.dagster_internals import BULK_ACTION_TERMINAL_STATUSES, BulkActionStatus, PartitionBackfill
 from reverify_assets.defs.rescoring_defs import SHARD_TAG, RescoringDefs
 
 BACKFILL_TAG = "dagster/backfill"  # Dagster's tag on every run a backfill launches

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import dagster as dg
-from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 
 class ShardState(StrEnum):
@@ -74,11 +73,11 @@ def shard_status(
     return status
 
 
-def shard_state(attempt: AssetPartitionStatus | None, configs: set[str], current: str) -> ShardState:
-    if attempt is AssetPartitionStatus.FAILED:
+def shard_state(attempt: dg.AssetPartitionStatus | None, configs: set[str], current: str) -> ShardState:
+    if attempt is dg.AssetPartitionStatus.FAILED:
         return ShardState.FAILED
-    if attempt is AssetPartitionStatus.IN_PROGRESS:
+    if attempt is dg.AssetPartitionStatus.IN_PROGRESS:
         return ShardState.RUNNING
-    if current in configs or attempt is AssetPartitionStatus.MATERIALIZED:
+    if current in configs or attempt is dg.AssetPartitionStatus.MATERIALIZED:
         return ShardState.MATERIALIZED
     return ShardState.STALE if configs else ShardState.MISSING
