@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--append", action="store_true", help="with --judge-failed-only: add to an existing output")
     run.add_argument("--disable-aggregation", action="store_true", help="skip the aggregate metrics (shards)")
     run.add_argument("--limit", type=int, help="verify only the first N rows of --rollouts")
-    run.add_argument("--concurrency", type=int, help="requests in flight at most (default 64)")
+    run.add_argument("--concurrency", type=int, help="rows being verified at once, at most (default 64)")
     run.add_argument("--max-attempts", type=int, help="on --resume, skip keys with this many sidecar rows (default 3)")
     run.add_argument(
         "--allow-mixed-configs",
@@ -131,7 +131,7 @@ def _add_judge_cache_flag(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--no-judge-cache",
         action="store_true",
-        help="ask the built-in judge every time, without reading or filling the judge-call cache",
+        help="ask the judges every time, without reading or filling the judge-call cache",
     )
 
 

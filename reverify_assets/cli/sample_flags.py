@@ -14,7 +14,9 @@ def add_sample_arguments(command: argparse.ArgumentParser, default_sample: int) 
     command.add_argument("--rollouts", required=True, help="rollouts.jsonl")
     command.add_argument("--sample", type=int, default=default_sample, help=f"rows drawn (default {default_sample})")
     command.add_argument("--seed", type=int, default=0, help="which rows are drawn, and the orders (default 0)")
-    command.add_argument("--concurrency", type=int, default=64, help="requests in flight at most (default 64)")
+    command.add_argument(
+        "--concurrency", type=int, default=64, help="rows being verified at once, at most (default 64)"
+    )
 
 
 def checked_sources(args: argparse.Namespace) -> tuple[Path, Path]:

@@ -1,4 +1,4 @@
-"""What the pairs leave behind as they stream past: per compared row its task and two rewards (20 bytes),
+"""What the pairs leave behind as they stream past: per compared row its task and two rewards (24 bytes),
 per row each grouping's group number, each side's metrics input, and the flipped rows' lines."""
 
 from __future__ import annotations

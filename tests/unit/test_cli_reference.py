@@ -1,5 +1,6 @@
 """docs/cli.md is what the parser says, word for word."""
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,30 @@ def test_check_mode_fails_on_a_stale_page(
     assert main(["--check"]) == 1
     assert "is stale: regenerate it with" in capsys.readouterr().err
     assert main([]) == 0 and main(["--check"]) == 0
+
+
+# The manual's pages on which each command's flags are explained, beyond their one line in docs/cli.md.
+TOPIC_PAGES = {
+    "run": ["runs.md", "judges.md", "configs.md", "rollout-identity.md"],
+    "aggregate": ["metrics.md", "rollout-health.md"],
+    "serve": ["configs.md"],
+    "judge-serve": ["judges.md"],
+    "shards": ["dagster.md"],
+    "status": ["dagster.md"],
+    "backfill": ["dagster.md", "scale-out.md"],
+    "ui": ["dagster.md"],
+    "compare": ["trust.md"],
+    "noise": ["trust.md"],
+    "probe": ["trust.md"],
+}
+
+
+def test_every_flag_of_every_command_is_explained_on_a_page_of_the_manual() -> None:
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) == set(TOPIC_PAGES), "a command without its pages in TOPIC_PAGES"
+    unexplained = []
+    for name, command in commands.choices.items():
+        pages = " ".join((REFERENCE.parent / page).read_text(encoding="utf-8") for page in TOPIC_PAGES[name])
+        flags = [option for action in command._actions for option in action.option_strings if option.startswith("--")]
+        unexplained += [f"reverify {name} {flag}" for flag in flags if flag != "--help" and f"`{flag}" not in pages]
+    assert unexplained == []
