@@ -1,4 +1,4 @@
-"""The join's identity check (``lib/rollout_identity``): what it costs the key scans, and whether it says a word
+"""The join's identity check (``keys/rollout_identity``): what it costs the key scans, and whether it says a word
 about rollouts NeMo Gym made from their inputs.
 
 ``--cost DIR``: each file of DIR (``rollouts_materialized_inputs.jsonl``, ``rollouts.jsonl``) scanned as the
@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.key_columns import scan_key_columns
-from reverify_assets.lib.key_index import KeyIndex, join_rollouts_to_inputs, key_index_of, scan_keys
+from reverify_assets.keys.key_columns import scan_key_columns
+from reverify_assets.keys.key_index import KeyIndex, join_rollouts_to_inputs, key_index_of, scan_keys
 from reverify_assets.pipeline.preparation import index_inputs
 
 INPUTS, ROLLOUTS = "rollouts_materialized_inputs.jsonl", "rollouts.jsonl"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from judge_recovery import LocalJudge, Phase, Runner, child_env, reverify_executable
 
-from reverify_assets.lib.judge_cache import CACHE_FILE_NAME, JUDGE_CACHE_ENV
+from reverify_assets.judge_cache.store import CACHE_FILE_NAME, JUDGE_CACHE_ENV
 from reverify_assets.synthetic.nemo_gym_rows import positive_int
 from reverify_assets.synthetic.qa_rollouts import QASpec, write_qa_dataset
 

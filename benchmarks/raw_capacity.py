@@ -27,8 +27,8 @@ import aiohttp
 import orjson
 from process_memory import TreeReport, TreeSampler, machine_cpu_seconds, tree_cpu_seconds
 
-from reverify_assets.lib.payload import build_verify_payload
 from reverify_assets.pipeline.verify_loop import batch_sizes
+from reverify_assets.rows.payload import build_verify_payload
 
 __all__ = ["Protocol", "RawCapacity", "Requests", "ServeProcess", "build_requests", "measure_raw_capacity"]
 

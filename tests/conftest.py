@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reverify_assets.lib.judge_cache import CACHE_OFF, JUDGE_CACHE_ENV
+from reverify_assets.judge_cache.store import CACHE_OFF, JUDGE_CACHE_ENV
 
 
 @pytest.fixture(autouse=True)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from reverify_assets.cli.summary import print_coverage, print_metrics_computed
 from reverify_assets.errors import UsageError
+from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.gym.rollout_health import health_settings, known_check_ids
-from reverify_assets.lib.output_lock import exclusive_output
-from reverify_assets.lib.prefetch import PrefetchedWork
 from reverify_assets.pipeline.preparation import load_verifier_setup
 from reverify_assets.pipeline.shard_aggregation import check_output_name, shard_files, start_shard_index
 from reverify_assets.pipeline.startup_handoff import StartupHandoff
+from reverify_assets.processes.prefetch import PrefetchedWork
 
 
 def absolute_globs(input_glob: str) -> str:

@@ -76,7 +76,7 @@ async def _serve(settings: Any, api_key: str | None, port: int) -> None:
 
     from reverify_assets.errors import ReverifyError
     from reverify_assets.judge_model.server import JudgeModel
-    from reverify_assets.servers.hosting import LOOPBACK, bind_loopback
+    from reverify_assets.rows.verifier_wire import LOOPBACK, bind_loopback
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from reverify_assets.cli.stdout_pipe import ReaderMayLeave
 from reverify_assets.errors import ReverifyError, UsageError
-from reverify_assets.lib import interrupts, process_secrets
+from reverify_assets.processes import interrupts
+from reverify_assets.processes import secrets as process_secrets
 
 log = logging.getLogger("reverify")
 # polars' allocator (jemalloc) keeps freed pages for a while by default, per arena: the key scans of a

@@ -1,6 +1,6 @@
 """``reverify probe``: evidence for or against re-scoring stored rollouts with a config (``pipeline.probe``).
 
-The report is kept in the Dagster home under the config's hash (``lib.probe_files``), where a later ``reverify
+The report is kept in the Dagster home under the config's hash (``files.dagster_home``), where a later ``reverify
 run --force`` of the same config finds it and prints its verdict; ``--output`` writes a copy too.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sources, report_path
-from reverify_assets.lib.probe_files import DEFAULT_PROBE_SAMPLE
+from reverify_assets.files.dagster_home import DEFAULT_PROBE_SAMPLE
 
 if TYPE_CHECKING:
     from reverify_assets.compare.probe_report import PairAgreement, ProbeReport
@@ -27,8 +27,8 @@ def add_probe_parser(commands: Any) -> None:
 
 
 def probe_command(args: argparse.Namespace, overrides: list[str]) -> None:
-    from reverify_assets.lib.jsonl import write_json_atomic
-    from reverify_assets.lib.probe_files import probe_report_path
+    from reverify_assets.files.dagster_home import probe_report_path
+    from reverify_assets.files.jsonl import write_json_atomic
     from reverify_assets.pipeline.preparation import load_verifier_setup
     from reverify_assets.pipeline.probe import run_probe
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from reverify_assets.cli.main import build_parser
-from reverify_assets.lib.atomic_files import write_bytes_atomic
+from reverify_assets.files.atomic import write_bytes_atomic
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 REGENERATE = ".venv/bin/python -m reverify_assets.cli.reference"

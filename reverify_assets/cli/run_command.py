@@ -17,20 +17,19 @@ from pydantic import ValidationError
 from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, judge_prices
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import ReverifyError, UsageError, WriteError
-from reverify_assets.lib.file_names import RunFiles, unsafe_path
-from reverify_assets.lib.judge_recovery import source_failures_path
-from reverify_assets.lib.output_lock import exclusive_output
-from reverify_assets.lib.partition_keys import output_partition_key
-from reverify_assets.lib.prefetch import PrefetchedWork, start_import
-from reverify_assets.lib.resume_cache import max_attempts_from
-from reverify_assets.lib.rollout_identity import ALLOW_KEY, allows_prompt_mismatch
-from reverify_assets.lib.rollout_mismatch import first_rows_disagree
-from reverify_assets.lib.source_files import check_source_file
+from reverify_assets.files.names import RunFiles, output_partition_key, unsafe_path
+from reverify_assets.files.output_lock import exclusive_output
+from reverify_assets.files.preflight import check_source_file
+from reverify_assets.keys.rollout_identity import ALLOW_KEY, allows_prompt_mismatch
+from reverify_assets.keys.rollout_mismatch import first_rows_disagree
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
-from reverify_assets.pipeline.output_files import check_fresh_output, check_sources_kept
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup, rollouts_scan_limit
 from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.startup_prefetch import PrefetchedInputs
+from reverify_assets.processes.prefetch import PrefetchedWork, start_import
+from reverify_assets.recovery.judge_failures import source_failures_path
+from reverify_assets.resume.output_policy import check_fresh_output, check_sources_kept
+from reverify_assets.resume.settled_keys import max_attempts_from
 from reverify_assets.verifier.launcher import prestarted_servers
 
 log = logging.getLogger("reverify")

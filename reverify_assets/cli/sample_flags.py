@@ -21,7 +21,7 @@ def add_sample_arguments(command: argparse.ArgumentParser, default_sample: int) 
 
 def checked_sources(args: argparse.Namespace) -> tuple[Path, Path]:
     """``--inputs`` and ``--rollouts``, once the numbers are sound and both files can be read."""
-    from reverify_assets.lib.source_files import check_source_file
+    from reverify_assets.files.preflight import check_source_file
 
     for flag, least in (("--sample", 1), ("--concurrency", 1)):
         if (value := getattr(args, flag.removeprefix("--"))) < least:

@@ -25,7 +25,8 @@ from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
-from reverify_assets.servers.hosting import bind_loopback, serve_until_stopped
+from reverify_assets.rows.verifier_wire import bind_loopback
+from reverify_assets.servers.hosting import serve_until_stopped
 from reverify_assets.verifier.balancer import Balancer
 from reverify_assets.verifier.launcher import ServerFleet
 

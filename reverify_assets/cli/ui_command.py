@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.parent_death import die_with_parent
+from reverify_assets.processes.lifelines import die_with_parent
 
 STOP_S = 8.0
 # `dagster dev`'s own exit statuses for a stop: 0 after its clean shutdown, or killed by the Ctrl-C.

@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
-from reverify_assets.lib.failed_keys import read_failed_keys
-from reverify_assets.lib.file_names import sidecar_path
-from reverify_assets.lib.key_index import KEY_COLUMNS
+from reverify_assets.files.names import sidecar_path
+from reverify_assets.keys.key_index import KEY_COLUMNS
+from reverify_assets.resume.failed_keys import read_failed_keys
 
 FAILURES_SCHEMA = {"task": pl.Int64, "rollout": pl.Int64, "failure_class": pl.String}
 

@@ -13,9 +13,9 @@ from typing import Any, BinaryIO
 import orjson
 
 from reverify_assets.compare.paired_rows import Row
-from reverify_assets.lib.jsonl import AtomicWriter
-from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey
-from reverify_assets.lib.result_routing import agent_name
+from reverify_assets.files.jsonl import AtomicWriter
+from reverify_assets.keys.rollout_keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey
+from reverify_assets.rows.result_routing import agent_name
 
 EXTRACTED_ANSWER = "extracted_answer"
 

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict
 
 from reverify_assets.config.topology import Topology
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.file_names import aggregate_metrics_path
-from reverify_assets.lib.result_routing import agent_name, run_label
+from reverify_assets.files.names import aggregate_metrics_path
 from reverify_assets.metrics.accumulator import MetricsAccumulator
+from reverify_assets.rows.result_routing import agent_name, run_label
 from reverify_assets.servers.protocol import MetricsHooks
 from reverify_assets.servers.registry import builtin_metrics_hooks
 

@@ -14,11 +14,11 @@ from typing import Any
 import polars as pl
 
 from reverify_assets.compare.side_index import RESPONSE_COLUMN
-from reverify_assets.lib.jsonl import read_row_at
-from reverify_assets.lib.key_index import KEY_COLUMNS, PROMPT_COLUMN, KeyIndex, mismatched_prompts
-from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.rollout_identity import ALLOW_FLAG, prompt_text, response_text
-from reverify_assets.lib.rollout_mismatch import SHOWN_MISMATCHES, PromptSide, prompt_mismatch_error
+from reverify_assets.files.jsonl import read_row_at
+from reverify_assets.keys.key_index import KEY_COLUMNS, PROMPT_COLUMN, KeyIndex, mismatched_prompts
+from reverify_assets.keys.rollout_identity import ALLOW_FLAG, prompt_text, response_text
+from reverify_assets.keys.rollout_keys import RolloutKey
+from reverify_assets.keys.rollout_mismatch import SHOWN_MISMATCHES, PromptSide, prompt_mismatch_error
 
 Row = dict[str, Any]
 

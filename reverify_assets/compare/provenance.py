@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.result_routing import ORIGINAL_CONFIG
+from reverify_assets.rows.result_routing import ORIGINAL_CONFIG
 
 ORIGINAL = ORIGINAL_CONFIG
 

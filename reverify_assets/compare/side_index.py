@@ -16,11 +16,11 @@ from typing import Any
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import JsonlLine
-from reverify_assets.lib.key_index import KeyIndex, scan_keys
-from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.result_routing import scoring_config
-from reverify_assets.lib.rollout_identity import response_fingerprint
+from reverify_assets.files.jsonl import JsonlLine
+from reverify_assets.keys.key_index import KeyIndex, scan_keys
+from reverify_assets.keys.rollout_identity import response_fingerprint
+from reverify_assets.keys.rollout_keys import RolloutKey
+from reverify_assets.rows.result_routing import scoring_config
 
 REWARD_FIELD = "reward"
 RESPONSE_COLUMN = "response"  # each row's response_fingerprint

@@ -33,13 +33,12 @@ from reverify_assets.defs.handles import (
 from reverify_assets.defs.metadata import aggregate_metadata, figure, sidecar_metadata, verification_metadata
 from reverify_assets.defs.resources import RescoringResource, refuse_other_partition
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.atomic_files import write_parquet_atomic
-from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
-from reverify_assets.lib.judge_recovery import index_judge_failures, source_failures_path
-from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex
-from reverify_assets.lib.output_lock import exclusive_output
-from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
-from reverify_assets.lib.sorted_output import sort_by_key
+from reverify_assets.files.atomic import write_parquet_atomic
+from reverify_assets.files.names import aggregate_metrics_path, sidecar_path
+from reverify_assets.files.output_lock import exclusive_output
+from reverify_assets.keys.key_index import KEY_COLUMNS, KeyIndex
+from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
+from reverify_assets.keys.sorted_output import sort_by_key
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
 from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
@@ -60,6 +59,7 @@ from reverify_assets.pipeline.unfinished_metrics import finish_command, unfinish
 from reverify_assets.pipeline.verification import run_verification
 from reverify_assets.pipeline.verify_loop import VerifyStats
 from reverify_assets.pipeline.whole_output import whole_output
+from reverify_assets.recovery.judge_failures import index_judge_failures, source_failures_path
 from reverify_assets.verifier.client import AggregateMetricsFailed
 
 RESCORING = "reverify"

@@ -27,7 +27,8 @@ from reverify_assets.defs.dagster_internals import (
     normalize_metadata,
 )
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import interrupts, process_secrets
+from reverify_assets.processes import interrupts
+from reverify_assets.processes import secrets as process_secrets
 
 F = TypeVar("F", bound=Callable[..., Any])
 

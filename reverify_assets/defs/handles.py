@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 from pydantic import BaseModel
 
-from reverify_assets.lib.prefetch import PrefetchedWork
+from reverify_assets.processes.prefetch import PrefetchedWork
 
 
 class IndexHandle(BaseModel):

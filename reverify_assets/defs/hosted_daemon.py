@@ -66,8 +66,8 @@ from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.project import WORKING_DIRECTORY_LOCATION
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import interrupts
-from reverify_assets.lib.parent_death import die_with_parent
+from reverify_assets.processes import interrupts
+from reverify_assets.processes.lifelines import die_with_parent
 
 # Both loops again after this long with no run ended: a backfill moves on some steps (its end once its last run is
 # seen finished) without a run ending in between.

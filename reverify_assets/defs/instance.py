@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.atomic_files import write_bytes_atomic
-from reverify_assets.lib.dagster_home import DAGSTER_HOME_ENV, dagster_home
+from reverify_assets.files.atomic import write_bytes_atomic
+from reverify_assets.files.dagster_home import DAGSTER_HOME_ENV, dagster_home
 
 if TYPE_CHECKING:  # Dagster's import takes a second: the CLI makes it in a thread of its own
     import dagster as dg

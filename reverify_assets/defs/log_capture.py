@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 import dagster as dg
 
 from reverify_assets.defs.dagster_internals import CapturedLogContext
-from reverify_assets.lib.interrupts import children_deaf_to_ctrl_c
+from reverify_assets.processes.interrupts import children_deaf_to_ctrl_c
 
 
 def capture_deaf_to_ctrl_c(instance: dg.DagsterInstance) -> None:

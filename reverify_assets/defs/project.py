@@ -24,7 +24,7 @@ from reverify_assets.defs.resources import (
 )
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.defs.shard_aggregate_defs import AGGREGATE_JOB, SHARD_AGGREGATE_RESOURCE, aggregated_shards
-from reverify_assets.lib.partition_keys import output_partition_key
+from reverify_assets.files.names import output_partition_key
 from reverify_assets.rescoring.spec import load_rescorings
 
 SAMPLE = Path("samples") / "mcqa"

@@ -15,14 +15,14 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import process_secrets
-from reverify_assets.lib.partition_keys import output_partition_key
-from reverify_assets.lib.resume_cache import max_attempts_from
+from reverify_assets.files.names import output_partition_key
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
-from reverify_assets.pipeline.output_files import OutputPolicy
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.verification import VerifyStep
+from reverify_assets.processes import secrets as process_secrets
+from reverify_assets.resume.output_policy import OutputPolicy
+from reverify_assets.resume.settled_keys import max_attempts_from
 
 
 class VerifierConfigResource(dg.ConfigurableResource):

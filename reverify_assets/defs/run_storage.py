@@ -19,7 +19,7 @@ import dagster as dg
 
 from reverify_assets.defs.failures import Refusal, refusals_as_failures
 from reverify_assets.errors import ReverifyError, WriteError
-from reverify_assets.lib.atomic_files import write_bytes_atomic
+from reverify_assets.files.atomic import write_bytes_atomic
 
 IO_FOLDER = "io"
 # File systems refuse names over 255 bytes; a quoted output path (a partition key) can be longer.

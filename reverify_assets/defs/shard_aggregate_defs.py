@@ -17,7 +17,7 @@ from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.metadata import aggregate_metadata
 from reverify_assets.defs.resources import ShardAggregateResource, refuse_other_partition, startup_resource
 from reverify_assets.defs.run_storage import RunScopedIOManager
-from reverify_assets.lib.file_names import aggregate_metrics_path
+from reverify_assets.files.names import aggregate_metrics_path
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
 from reverify_assets.pipeline.shard_aggregation import aggregate_shards
 from reverify_assets.pipeline.startup_handoff import StartupHandoff

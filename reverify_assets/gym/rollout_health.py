@@ -35,10 +35,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reverify_assets.errors import ReverifyError
+from reverify_assets.files.atomic import move_into_place
+from reverify_assets.files.names import ROLLOUT_VERDICTS
 from reverify_assets.gym.installation import PYTHON_ENV, PYTHON_KEY, find_python
-from reverify_assets.lib.atomic_files import move_into_place
-from reverify_assets.lib.file_names import ROLLOUT_VERDICTS
-from reverify_assets.lib.parent_death import die_with_parent
+from reverify_assets.processes.lifelines import die_with_parent
 
 log = logging.getLogger("reverify")
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reverify_assets.lib.result_routing import ORIGINAL_CONFIG
+from reverify_assets.rows.result_routing import ORIGINAL_CONFIG
 
 UNKNOWN = "unknown"
 ORIGINAL = ORIGINAL_CONFIG

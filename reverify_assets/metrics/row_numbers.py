@@ -17,8 +17,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from reverify_assets.lib.json_objects import is_mapping
 from reverify_assets.metrics.names import MASK_SAMPLE, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, USAGE
+from reverify_assets.rows.json_objects import is_mapping
 
 Number = int | float
 

@@ -20,12 +20,12 @@ import orjson
 
 from reverify_assets.config.topology import Topology
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.positional_reader import PositionalReader
-from reverify_assets.lib.result_routing import agent_name, run_label
-from reverify_assets.lib.stripped_row import strip_for_aggregation
+from reverify_assets.files.positional_reader import PositionalReader
 from reverify_assets.metrics.accumulator import MetricsAccumulator
 from reverify_assets.metrics.names import MASK_SAMPLE
 from reverify_assets.pipeline.coverage_count import CoverageTally, GroupKey
+from reverify_assets.rows.result_routing import agent_name, run_label
+from reverify_assets.rows.stripped_row import strip_for_aggregation
 from reverify_assets.servers.protocol import MetricsHooks
 from reverify_assets.servers.registry import builtin_metrics_hooks
 from reverify_assets.verifier.client import VerifierClient

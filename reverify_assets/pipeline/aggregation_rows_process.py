@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import iter_jsonl
-from reverify_assets.lib.stripped_row import strip_for_aggregation
+from reverify_assets.files.jsonl import iter_jsonl
+from reverify_assets.rows.stripped_row import strip_for_aggregation
 
 Rows = Generator[dict[str, Any], None, None]
 

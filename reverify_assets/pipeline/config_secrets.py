@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from reverify_assets.config.topology import Topology
-from reverify_assets.lib.redaction import RUN_CHARS
+from reverify_assets.processes.redaction import RUN_CHARS
 from reverify_assets.servers.judge.config import DEFAULT_API_KEY_ENV
 
 JUDGE_TYPE = "equivalence_judge"

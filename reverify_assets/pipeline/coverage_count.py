@@ -21,12 +21,12 @@ from typing import IO, Any
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.failed_keys import read_failed_keys
-from reverify_assets.lib.jsonl import read_row_at
-from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
-from reverify_assets.lib.result_routing import scoring_config
-from reverify_assets.lib.sorted_keys import first_row_of_each_key
+from reverify_assets.files.jsonl import read_row_at
+from reverify_assets.keys.rollout_keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
+from reverify_assets.keys.sorted_keys import first_row_of_each_key
 from reverify_assets.metrics.coverage import Coverage, reward_value
+from reverify_assets.resume.failed_keys import read_failed_keys
+from reverify_assets.rows.result_routing import scoring_config
 
 GroupKey = tuple[str, str | None]  # (agent, server instance): how the aggregate groups rows into entries
 # A row's group and run label, or None for a row without a run label (NeMo Gym leaves those out).

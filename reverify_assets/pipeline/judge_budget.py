@@ -1,6 +1,6 @@
 """``--max-judge-calls N`` and ``--max-cost X``: when a run stops sending rows to its judges.
 
-Counted as the run counts its judge calls (``lib.routed_row``): the calls behind the rows written to the output,
+Counted as the run counts its judge calls (``rows.routed_row``): the calls behind the rows written to the output,
 a verdict from the judge-call cache costing nothing; their cost at the config's ``judge_prices``, from the tokens
 the judge reported (else the prompt estimated). A row is sent only while what has been spent, plus what the rows
 still in flight are expected to spend (at least one call a row, at the mean cost of a call so far; under

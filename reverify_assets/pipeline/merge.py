@@ -9,10 +9,10 @@ from typing import TypeVar
 
 import polars as pl
 
-from reverify_assets.lib.jsonl import LineAppender
-from reverify_assets.lib.judge_recovery import iter_seed_lines, successes_to_seed
-from reverify_assets.lib.key_index import KeyIndex, scan_keys
-from reverify_assets.lib.resume_cache import KEY_SCHEMA
+from reverify_assets.files.jsonl import LineAppender
+from reverify_assets.keys.key_index import KeyIndex, scan_keys
+from reverify_assets.recovery.judge_failures import iter_seed_lines, successes_to_seed
+from reverify_assets.resume.settled_keys import KEY_SCHEMA
 
 SEED_BATCH_LINES = 1024
 T = TypeVar("T")

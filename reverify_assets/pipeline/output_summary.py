@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reverify_assets.lib.jsonl import iter_jsonl
-from reverify_assets.lib.result_routing import PROVENANCE_FIELD
+from reverify_assets.files.jsonl import iter_jsonl
+from reverify_assets.rows.result_routing import PROVENANCE_FIELD
 
 UNKNOWN_PROVENANCE = "unknown (no provenance: scored before reverify)"
 

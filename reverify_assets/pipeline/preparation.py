@@ -19,23 +19,23 @@ from reverify_assets.config.implementations import check_implementation, runs_bu
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.topology import Topology, read_topology
 from reverify_assets.errors import ReverifyError
+from reverify_assets.files.jsonl import JsonlLine
 from reverify_assets.gym.installation import find_installation
 from reverify_assets.gym.launch import server_folder
-from reverify_assets.lib import process_secrets
-from reverify_assets.lib.jsonl import JsonlLine
-from reverify_assets.lib.judge_cache import judge_cache_path
-from reverify_assets.lib.key_columns import KeyColumns, scan_key_columns
-from reverify_assets.lib.key_index import (
+from reverify_assets.judge_cache.store import judge_cache_path
+from reverify_assets.keys.key_columns import KeyColumns, scan_key_columns
+from reverify_assets.keys.key_index import (
     KeyIndex,
     join_rollouts_to_inputs,
     key_index_of,
     scan_keys,
 )
-from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.payload import has_response, missing_response_message
-from reverify_assets.lib.route_fields import RouteTable, route_fields
+from reverify_assets.keys.rollout_keys import RolloutKey
+from reverify_assets.keys.route_fields import RouteTable, route_fields
 from reverify_assets.pipeline.config_secrets import config_secrets
 from reverify_assets.pipeline.replication import check_placement_fields
+from reverify_assets.processes import secrets as process_secrets
+from reverify_assets.rows.payload import has_response, missing_response_message
 from reverify_assets.servers.registry import BUILTIN_SERVERS, check_known_fields, validate_builtin_block
 
 log = logging.getLogger("reverify")

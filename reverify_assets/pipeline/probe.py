@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 
 from reverify_assets.compare.probe_report import SHOWN_KEYS, Disagreement, ProbeReport, pair_agreement, verdict
-from reverify_assets.lib.keys import RolloutKey
-from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
+from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
+from reverify_assets.keys.rollout_keys import RolloutKey
 from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
 from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
 from reverify_assets.pipeline.row_source import PairReader

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import polars as pl
 
-from reverify_assets.lib.jsonl import iter_jsonl
-from reverify_assets.lib.key_index import KEY_COLUMNS
-from reverify_assets.lib.keys import RolloutKey, row_key
-from reverify_assets.lib.row_reward import is_masked, numeric_reward
-from reverify_assets.pipeline.output_files import OutputPolicy
+from reverify_assets.files.jsonl import iter_jsonl
+from reverify_assets.keys.key_index import KEY_COLUMNS
+from reverify_assets.keys.rollout_keys import RolloutKey, row_key
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.verification import VerifyStep, run_verification
+from reverify_assets.resume.output_policy import OutputPolicy
+from reverify_assets.rows.row_reward import is_masked, numeric_reward
 
 
 def sample_plan(plan: pl.DataFrame, size: int, seed: int, strata: str | None = None) -> pl.DataFrame:

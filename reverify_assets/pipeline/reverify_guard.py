@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pydantic import ValidationError
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.probe_files import probe_report_path
+from reverify_assets.files.dagster_home import probe_report_path
 
 SAFE_MODE = "stateless"
 

@@ -21,19 +21,17 @@ from pathlib import Path
 import polars as pl
 
 from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.files.names import aggregate_metrics_path, expand_input_glob, output_partition_key, sidecar_path
+from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealthCheck
-from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
-from reverify_assets.lib.output_lock import exclusive_output
-from reverify_assets.lib.partition_keys import output_partition_key
-from reverify_assets.lib.prefetch import PrefetchedWork
-from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
-from reverify_assets.lib.shard_globs import expand_input_glob
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources
 from reverify_assets.pipeline.metrics_step import Aggregation, run_aggregation
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards
+from reverify_assets.processes.prefetch import PrefetchedWork
+from reverify_assets.rows.result_routing import PROVENANCE_FIELD, scoring_config
 
 log = logging.getLogger("reverify")
 

@@ -10,11 +10,11 @@ from typing import Any
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import READ_BUFFER_BYTES, AtomicWriter, parse_row, read_line_at
-from reverify_assets.lib.key_columns import scan_key_columns
-from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex, key_index_of, scan_keys
-from reverify_assets.lib.keys import RolloutKey, check_indexed_key, describe_key
-from reverify_assets.lib.sorted_keys import duplicated_keys
+from reverify_assets.files.jsonl import READ_BUFFER_BYTES, AtomicWriter, parse_row, read_line_at
+from reverify_assets.keys.key_columns import scan_key_columns
+from reverify_assets.keys.key_index import KEY_COLUMNS, KeyIndex, key_index_of, scan_keys
+from reverify_assets.keys.rollout_keys import RolloutKey, check_indexed_key, describe_key
+from reverify_assets.keys.sorted_keys import duplicated_keys
 
 
 class CountsByShard:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reverify_assets.lib.prefetch import PrefetchedWork
+from reverify_assets.processes.prefetch import PrefetchedWork
 from reverify_assets.verifier.launcher import PrestartedServers
 
 

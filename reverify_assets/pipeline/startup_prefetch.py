@@ -28,13 +28,12 @@ from typing import Any, TypeVar
 import polars as pl
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.atomic_files import move_into_place, write_parquet_atomic
-from reverify_assets.lib.key_columns import WHOLE_FILE, FilePart, KeyColumns
-from reverify_assets.lib.key_index import KeyIndex
-from reverify_assets.lib.key_scan_process import ScanFailed, ScanProcess
-from reverify_assets.lib.prefetch import PrefetchedWork
-from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
-from reverify_assets.lib.sorted_keys import take_sorted_by_key
+from reverify_assets.files.atomic import move_into_place, write_parquet_atomic
+from reverify_assets.keys.key_columns import WHOLE_FILE, FilePart, KeyColumns
+from reverify_assets.keys.key_index import KeyIndex
+from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
+from reverify_assets.keys.scan_process import ScanFailed, ScanProcess
+from reverify_assets.keys.sorted_keys import take_sorted_by_key
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
     VerifierSetup,
@@ -45,6 +44,7 @@ from reverify_assets.pipeline.preparation import (
     join_and_route,
     rollouts_index_of,
 )
+from reverify_assets.processes.prefetch import PrefetchedWork
 
 T = TypeVar("T")
 log = logging.getLogger("reverify")

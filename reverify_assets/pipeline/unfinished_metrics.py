@@ -12,8 +12,8 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from reverify_assets.lib import process_secrets
-from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
+from reverify_assets.files.names import aggregate_metrics_path, sidecar_path
+from reverify_assets.processes import secrets as process_secrets
 
 
 def finish_command(

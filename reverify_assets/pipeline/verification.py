@@ -18,20 +18,20 @@ import polars as pl
 from reverify_assets.config.judge_prices import judge_prices
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import interrupts
-from reverify_assets.lib.file_names import RunFiles
-from reverify_assets.lib.output_lock import exclusive_output
-from reverify_assets.lib.result_routing import provenance
-from reverify_assets.lib.resume_cache import resume_summary
-from reverify_assets.lib.sorted_output import sort_by_key
-from reverify_assets.lib.verifier_wire import RetryPolicy
+from reverify_assets.files.names import RunFiles
+from reverify_assets.files.output_lock import exclusive_output
+from reverify_assets.keys.sorted_output import sort_by_key
 from reverify_assets.pipeline.judge_budget import JudgeBudget
-from reverify_assets.pipeline.output_files import OutputPolicy, check_step_sources, prepare_output
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, probe_note, unsafe_servers
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
+from reverify_assets.processes import interrupts
+from reverify_assets.resume.output_policy import OutputPolicy, check_step_sources, prepare_output
+from reverify_assets.resume.settled_keys import resume_summary
+from reverify_assets.rows.result_routing import provenance
+from reverify_assets.rows.verifier_wire import RetryPolicy
 from reverify_assets.verifier.client import Route, VerifierClient
 from reverify_assets.verifier.launcher import PrestartedServers, ServerFleet
 from reverify_assets.verifier.replicas import ReplicaSet

@@ -13,12 +13,12 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_atomic
-from reverify_assets.lib.key_index import KeyIndex
+from reverify_assets.files.atomic import write_bytes_atomic, write_parquet_atomic
+from reverify_assets.keys.key_index import KeyIndex
 from reverify_assets.pipeline.preparation import InputsIndex, index_inputs, index_rollouts, inputs_index_frame
 
 # Folded into every entry's name: an index of an older layout is never read, but made anew. 2: with each row's
-# prompt fingerprint, which the shard's join compares (lib.rollout_identity).
+# prompt fingerprint, which the shard's join compares (keys.rollout_identity).
 INDEX_LAYOUT = 2
 
 

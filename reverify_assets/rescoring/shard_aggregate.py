@@ -5,8 +5,8 @@ from __future__ import annotations
 from contextlib import closing
 from dataclasses import dataclass
 
+from reverify_assets.files.names import sidecar_path
 from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealthCheck
-from reverify_assets.lib.file_names import sidecar_path
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources
 from reverify_assets.pipeline.metrics_step import Aggregation, run_aggregation

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from reverify_assets.config.topology import Topology
-from reverify_assets.lib.key_index import KEY_COLUMNS, KeyIndex, duplicated_keys
+from reverify_assets.keys.key_index import KEY_COLUMNS, KeyIndex, duplicated_keys
 from reverify_assets.pipeline.preparation import InputsIndex, join_and_route
 
 

@@ -12,12 +12,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from reverify_assets.lib.atomic_files import write_bytes_atomic, write_parquet_atomic
-from reverify_assets.lib.file_names import sidecar_path
-from reverify_assets.lib.key_index import KEY_COLUMNS
-from reverify_assets.lib.resume_cache import max_attempts_from
-from reverify_assets.lib.rollout_identity import allows_prompt_mismatch
-from reverify_assets.pipeline.output_files import OutputPolicy
+from reverify_assets.files.atomic import write_bytes_atomic, write_parquet_atomic
+from reverify_assets.files.names import sidecar_path
+from reverify_assets.keys.key_index import KEY_COLUMNS
+from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.verification import VerificationResult, VerifyStep, run_verification
 from reverify_assets.pipeline.whole_output import WholeOutput, whole_output
@@ -26,6 +24,8 @@ from reverify_assets.rescoring.shard_gate import unresolved_failures
 from reverify_assets.rescoring.shard_keys import parse_shard_key, task_range
 from reverify_assets.rescoring.shard_plan import ShardPlan, plan_shard
 from reverify_assets.rescoring.sources import source_by_id
+from reverify_assets.resume.output_policy import OutputPolicy
+from reverify_assets.resume.settled_keys import max_attempts_from
 
 
 @dataclass(frozen=True)

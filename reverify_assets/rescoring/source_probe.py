@@ -7,8 +7,8 @@ from pathlib import Path
 
 from reverify_assets.compare.probe_report import ProbeReport
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import write_json_atomic
-from reverify_assets.lib.probe_files import DEFAULT_PROBE_SAMPLE, probe_report_path
+from reverify_assets.files.dagster_home import DEFAULT_PROBE_SAMPLE, probe_report_path
+from reverify_assets.files.jsonl import write_json_atomic
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.probe import run_probe
 from reverify_assets.rescoring.sources import discover_sources

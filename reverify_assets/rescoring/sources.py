@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.file_names import MATERIALIZED_INPUTS_SUFFIX
+from reverify_assets.files.names import MATERIALIZED_INPUTS_SUFFIX
 from reverify_assets.rescoring.shard_keys import source_id
 from reverify_assets.rescoring.spec import RescoringSpec
 

@@ -18,7 +18,7 @@ from reverify_assets.compare.key_metrics import HookChoice
 from reverify_assets.compare.markdown import render_markdown
 from reverify_assets.compare.report import CompareReport
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import AtomicWriter, write_json_atomic
+from reverify_assets.files.jsonl import AtomicWriter, write_json_atomic
 
 # `reverify compare`'s defaults: the same merged outputs give the same interval from the asset and the CLI.
 RESAMPLES = 10_000

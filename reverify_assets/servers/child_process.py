@@ -1,7 +1,7 @@
 """Entry point of a built-in server started by the launcher: one block, announced port, parent-bound life.
 
 Reads the block as JSON on stdin, prints ``LISTENING <url>`` once serving, and exits as soon as the parent
-closes stdin or dies (``lib.lifeline``), so a parent killed with SIGKILL never leaves a server behind. The
+closes stdin or dies (``processes.lifelines``), so a parent killed with SIGKILL never leaves a server behind. The
 lifeline is watched before the server's own imports, which take half a second: a parent killed meanwhile
 does not wait for them.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from reverify_assets.lib.lifeline import exit_with_parent
+from reverify_assets.processes.lifelines import exit_with_parent
 
 
 def main() -> None:
@@ -21,7 +21,7 @@ def main() -> None:
     import orjson
 
     from reverify_assets.config.topology import ServerBlock
-    from reverify_assets.lib.verifier_wire import READY_PREFIX
+    from reverify_assets.rows.verifier_wire import READY_PREFIX
     from reverify_assets.servers.hosting import serve_until_stopped
 
     spec = orjson.loads(sys.stdin.buffer.readline())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -12,19 +11,9 @@ from pathlib import Path
 from aiohttp import web
 
 from reverify_assets.config.topology import ServerBlock
+from reverify_assets.rows.verifier_wire import LOOPBACK, bind_loopback
 from reverify_assets.servers.app import build_app
 from reverify_assets.servers.registry import build_server
-
-LOOPBACK = "127.0.0.1"
-
-
-def bind_loopback(port: int = 0) -> socket.socket:
-    """Bind before serving so the kernel picks a free port with no window for another process to take it."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((LOOPBACK, port))
-    sock.listen(1024)
-    return sock
 
 
 async def serve_until_stopped(

@@ -15,7 +15,7 @@ CLI would (``build_verify_payload``), grades it, stamps the result and answers t
   same order. A result is ``{"status": 200, "destination", "reward", "masked", "failure_class",
   "stored_reward", "stored_masked"}``, with ``"judge_calls"``, ``"judge_cache_hits"``,
   ``"judge_input_tokens"`` and ``"judge_output_tokens"`` when a judge gave the row verdicts (see
-  ``lib.routed_row``); ``{"status": 409, "detail"}`` when the two rows do not make a verify request for that
+  ``rows.routed_row``); ``{"status": 409, "detail"}`` when the two rows do not make a verify request for that
   key (the file changed after it was indexed, or a row names a key field twice); else what ``/verify`` would
   have answered, ``{"status": 422 | 500, "detail"}``.
 """
@@ -28,11 +28,11 @@ import orjson
 from aiohttp import web
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
-from reverify_assets.lib.payload import build_verify_payload
-from reverify_assets.lib.routed_row import JUDGE_SPEND_FIELDS, route_result
-from reverify_assets.lib.row_reward import is_masked, numeric_reward
-from reverify_assets.lib.verifier_wire import STALE_PAIR
+from reverify_assets.keys.rollout_keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
+from reverify_assets.rows.payload import build_verify_payload
+from reverify_assets.rows.routed_row import JUDGE_SPEND_FIELDS, route_result
+from reverify_assets.rows.row_reward import is_masked, numeric_reward
+from reverify_assets.rows.verifier_wire import STALE_PAIR
 from reverify_assets.servers.protocol import (
     MAX_BATCH_ROWS,
     ResourcesServer,

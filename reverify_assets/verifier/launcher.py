@@ -42,9 +42,9 @@ from reverify_assets.gym.installation import NemoGymInstallation, find_installat
 from reverify_assets.gym.launch import gym_server_command
 from reverify_assets.gym.server_config import LOOPBACK, model_identity
 from reverify_assets.gym.server_python import default_cache
-from reverify_assets.lib import process_secrets
-from reverify_assets.lib.child_python import child_environment, module_command
-from reverify_assets.lib.verifier_wire import READY_PREFIX
+from reverify_assets.processes import secrets as process_secrets
+from reverify_assets.processes.child_python import child_environment, module_command
+from reverify_assets.rows.verifier_wire import READY_PREFIX
 
 log = logging.getLogger("reverify")
 BUILTIN_STARTUP_S = 30.0
@@ -189,7 +189,7 @@ def _start_module(module: str, spec: Mapping[str, Any]) -> tuple[subprocess.Pope
 
 def _spawn_gym(block: ServerBlock, config: Mapping[str, Any], judge_cache: Path | None) -> _Child:
     """The server, and first the model servers it calls (a judge's) where the config declares them; with the
-    judge-call cache on, the server reaches each of those through a caching proxy (``servers.judge_cache_proxy``)."""
+    judge-call cache on, the server reaches each of those through a caching proxy (``judge_cache.proxy``)."""
     installation = find_installation(config)
     models = list({model.instance: model for model in block.referenced_models(config)}.values())
     companions = [model for model in models if not model.url]
@@ -217,7 +217,7 @@ def _spawn_cache_proxy(model: ServerBlock, target: str, cache: Path) -> _Child:
     """Started and listening before the server that calls it is started, which is told its port; its model
     server may still be starting (a call meanwhile gets a 502, which the judge server retries)."""
     spec = {"endpoint": model_identity(model), "target": target.rstrip("/"), "cache": str(cache)}
-    process, stderr = _start_module("reverify_assets.servers.judge_cache_proxy", spec)
+    process, stderr = _start_module("reverify_assets.judge_cache.proxy", spec)
     assert process.stdout is not None
     proxy = _Child(model, b"", process, stderr)
     ready, _, _ = select.select([process.stdout], [], [], BUILTIN_STARTUP_S)

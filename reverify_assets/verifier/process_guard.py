@@ -19,7 +19,7 @@ import sys
 from functools import partial
 from typing import Any
 
-from reverify_assets.lib.parent_death import die_with_parent
+from reverify_assets.processes.lifelines import die_with_parent
 
 STOP_GRACE_S = 5.0
 CANNOT_START = 127  # the shell's code for a command it cannot run

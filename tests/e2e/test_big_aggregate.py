@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from reverify_assets.lib.file_names import aggregate_metrics_path
+from reverify_assets.files.names import aggregate_metrics_path
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
 from reverify_assets.pipeline.aggregation_rows import IN_PROCESS_BELOW_BYTES, rows_of_file
 from reverify_assets.pipeline.metrics_step import run_aggregation

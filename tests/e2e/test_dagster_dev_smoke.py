@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.defs.project import SAMPLE, UI_OUTPUT
-from reverify_assets.lib.file_names import aggregate_metrics_path, sidecar_path
+from reverify_assets.files.names import aggregate_metrics_path, sidecar_path
 from tests.support.cli import run_reverify
 from tests.support.dagster_ui import finished_status, launch_job, loaded_asset_nodes, running_ui
 from tests.support.project import ROOT, make_project

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reverify_assets.lib.judge_cache import CACHE_FILE_NAME, JUDGE_CACHE_ENV
+from reverify_assets.judge_cache.store import CACHE_FILE_NAME, JUDGE_CACHE_ENV
 from tests.support.cli import CLI_LIMIT_S, run_args, start_piped
 from tests.support.instance import latest_materialization, open_instance
 from tests.support.judge_serve import LocalJudge

@@ -16,7 +16,7 @@ import pytest
 
 from reverify_assets.config.topology import MODELS, RESOURCES_SERVERS
 from reverify_assets.gym.installation import PYTHON_KEY, find_installation
-from reverify_assets.lib.judge_cache import CACHE_FILE_NAME, JUDGE_CACHE_ENV
+from reverify_assets.judge_cache.store import CACHE_FILE_NAME, JUDGE_CACHE_ENV
 from tests.support.cli import REVERIFY, read_jsonl, write_jsonl
 from tests.support.judge_serve import LocalJudge, judge_serve
 from tests.support.nemo_gym import gym_env, nemo_gym_python, processes_in, processes_running
@@ -93,7 +93,7 @@ def run(
 def assert_no_server_left(root: Path) -> None:
     assert processes_in(root / RESOURCES_SERVERS / JUDGE) == []
     assert processes_in(root / MODELS / "openai_model") == []
-    assert processes_running("reverify_assets.servers.judge_cache_proxy") == []
+    assert processes_running("reverify_assets.judge_cache.proxy") == []
 
 
 def test_nemo_gyms_judge_server_grades_through_its_model_server(

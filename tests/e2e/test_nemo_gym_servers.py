@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.gym.installation import PYTHON_KEY, RESOURCES_SERVERS, find_installation
-from reverify_assets.lib.payload import build_verify_payload
+from reverify_assets.rows.payload import build_verify_payload
 from reverify_assets.verifier.client import _verify_line as verify_line
 from tests.support.cli import (
     CLI_LIMIT_S,

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from reverify_assets.lib.file_names import lock_path
+from reverify_assets.files.names import lock_path
 from tests.support.cli import (
     MCQA_CONFIG,
     ROOT,

@@ -11,9 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from reverify_assets.files.names import ROLLOUT_VERDICTS
 from reverify_assets.gym.installation import PYTHON_ENV
 from reverify_assets.gym.rollout_health import QUALITY_SUMMARY, HealthCheckSettings, RolloutHealthCheck
-from reverify_assets.lib.file_names import ROLLOUT_VERDICTS
 from tests.support.cli import MCQA_CONFIG, run_reverify
 from tests.support.health_rows import rows_with_findings, write_rows
 from tests.support.instance import latest_check, open_instance

@@ -55,7 +55,7 @@ def _rows_written(cli: subprocess.Popen[str], output: Path) -> bool:
 
 
 PHASES = {
-    "start-up": _running("reverify_assets.lib.key_scan_process"),  # servers starting, the keys being scanned
+    "start-up": _running("reverify_assets.keys.scan_process"),  # servers starting, the keys being scanned
     "verify": _rows_written,
     "aggregation": _running("reverify_assets.pipeline.aggregation_rows_process"),
 }

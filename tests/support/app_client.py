@@ -10,7 +10,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from reverify_assets.lib.verifier_wire import RetryPolicy
+from reverify_assets.rows.verifier_wire import RetryPolicy
 from reverify_assets.verifier.client import VerifierClient
 
 

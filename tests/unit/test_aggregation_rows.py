@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.stripped_row import strip_for_aggregation
 from reverify_assets.pipeline import aggregation_rows
 from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shards
 from reverify_assets.pipeline.shard_merge import index_shards, iter_rows, merged_rows
+from reverify_assets.rows.stripped_row import strip_for_aggregation
 
 CHILD = {"in_process_below": 0}  # every source is read by the process
 IN_PROCESS = {"in_process_below": 1 << 40}

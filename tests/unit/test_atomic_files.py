@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reverify_assets.lib import atomic_files
-from reverify_assets.lib.atomic_files import move_into_place
+from reverify_assets.files import atomic as atomic_files
+from reverify_assets.files.atomic import move_into_place
 
 
 @pytest.mark.parametrize("across_file_systems", [False, True])

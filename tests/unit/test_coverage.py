@@ -12,7 +12,6 @@ import pytest
 
 from reverify_assets.config.topology import read_topology
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.result_routing import scoring_config as config_of
 from reverify_assets.metrics.coverage import (
     ORIGINAL,
     Coverage,
@@ -25,6 +24,7 @@ from reverify_assets.metrics.coverage import (
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.preparation import VerifierSetup
+from reverify_assets.rows.result_routing import scoring_config as config_of
 
 # --- The block and its bounds (pure) ----------------------------------------------------------------------
 

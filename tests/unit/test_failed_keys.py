@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.failed_keys import UNKNOWN_CLASS, FailedKey, count_by_class, read_failed_keys
+from reverify_assets.resume.failed_keys import UNKNOWN_CLASS, FailedKey, count_by_class, read_failed_keys
 from tests.support.cli import write_jsonl
 
 

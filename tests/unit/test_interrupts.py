@@ -11,16 +11,16 @@ import pytest
 
 from reverify_assets.cli import main as cli
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import interrupts
-from reverify_assets.lib.child_python import child_environment
-from reverify_assets.lib.interrupts import children_deaf_to_ctrl_c
+from reverify_assets.processes import interrupts
+from reverify_assets.processes.child_python import child_environment
+from reverify_assets.processes.interrupts import children_deaf_to_ctrl_c
 
 PIPES = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
 
 NOTED_UNDER_ANOTHER_HANDLER = textwrap.dedent(
     """
     import os, signal
-    from reverify_assets.lib import interrupts
+    from reverify_assets.processes import interrupts
 
     interrupts.install()
     taken = []
@@ -43,7 +43,7 @@ def test_a_signal_another_handler_took_is_still_known() -> None:
 
 IN_A_BACKGROUND_JOB = """
 import os, signal
-from reverify_assets.lib import interrupts
+from reverify_assets.processes import interrupts
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a shell's background job
 interrupts.install()

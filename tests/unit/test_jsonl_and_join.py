@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.jsonl import (
+from reverify_assets.files.jsonl import (
     PREAD_FIRST_BYTES,
     LineAppender,
     iter_jsonl,
@@ -17,7 +17,7 @@ from reverify_assets.lib.jsonl import (
     read_row_at,
     write_json_atomic,
 )
-from reverify_assets.lib.key_index import join_rollouts_to_inputs, scan_keys
+from reverify_assets.keys.key_index import join_rollouts_to_inputs, scan_keys
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:

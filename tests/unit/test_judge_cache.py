@@ -10,7 +10,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.judge_cache import (
+from reverify_assets.judge_cache.store import (
     CACHE_FILE_NAME,
     CACHE_OFF,
     JUDGE_CACHE_ENV,
@@ -18,8 +18,8 @@ from reverify_assets.lib.judge_cache import (
     judge_cache_path,
     request_key,
 )
-from reverify_assets.lib.result_routing import Destination
-from reverify_assets.lib.routed_row import routed
+from reverify_assets.rows.result_routing import Destination
+from reverify_assets.rows.routed_row import routed
 from reverify_assets.servers.judge.server import EquivalenceJudgeServer
 from tests.support.scripted_judge import Reply, ScriptedJudge, completion, judge_config, run, status, verify_body
 

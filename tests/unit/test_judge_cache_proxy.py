@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from reverify_assets.lib.routed_row import routed
-from reverify_assets.servers.judge_cache_proxy import build_proxy_app, cacheable_request, marked_hit
+from reverify_assets.judge_cache.proxy import build_proxy_app, cacheable_request, marked_hit
+from reverify_assets.rows.routed_row import routed
 from tests.support.scripted_judge import run
 
 RESPONSE = {"id": "resp_1", "object": "response", "output": [], "metadata": None, "status": "completed"}

@@ -6,7 +6,7 @@ import pytest
 
 from reverify_assets.config.judge_prices import JudgePrices, judge_prices
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.token_estimate import TokenCounter
+from reverify_assets.rows.token_estimate import TokenCounter
 
 
 @pytest.mark.parametrize(

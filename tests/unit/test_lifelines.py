@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.lib.child_python import child_environment
+from reverify_assets.processes.child_python import child_environment
 from reverify_assets.verifier.launcher import prestarted_servers
 from tests.support.process_tree import descendants, kill_all, survivors
 
@@ -17,7 +17,7 @@ CALLER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from reverify_assets.lib.key_scan_process import ScanProcess
+    from reverify_assets.keys.scan_process import ScanProcess
 
     fifo, scratch = Path(sys.argv[1]), Path(sys.argv[2])
     scan = ScanProcess("rollouts", fifo, None, scratch / "rollouts.keys", scratch=scratch)
@@ -42,7 +42,7 @@ def test_a_key_scan_whose_caller_is_killed_removes_its_scratch_folder_and_exits(
     assert caller.stdout is not None and caller.stdout.readline() == "started\n"
     scans = descendants(caller.pid)
     try:
-        assert [scan.command.split()[3] for scan in scans] == ["reverify_assets.lib.key_scan_process"]
+        assert [scan.command.split()[3] for scan in scans] == ["reverify_assets.keys.scan_process"]
         caller.kill()
         caller.wait()
         assert survivors(scans, within=2) == []

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.file_names import lock_path
-from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.files.names import lock_path
+from reverify_assets.files.output_lock import exclusive_output
 from tests.support.cli import MCQA_CONFIG, run_reverify
 from tests.support.instance import open_instance
 from tests.support.small_disk import mounted_tmpfs
@@ -22,7 +22,7 @@ from tests.support.small_disk import mounted_tmpfs
 HOLD = """
 import sys
 from pathlib import Path
-from reverify_assets.lib.output_lock import exclusive_output
+from reverify_assets.files.output_lock import exclusive_output
 with exclusive_output(Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.read()

@@ -8,7 +8,7 @@ import pytest
 from dagster._core.definitions.partitions.utils.base import INVALID_PARTITION_SUBSTRINGS
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.partition_keys import REFUSED_IN_PARTITION_KEYS, output_partition_key
+from reverify_assets.files.names import REFUSED_IN_PARTITION_KEYS, output_partition_key
 from tests.support.cli import MCQA_CONFIG, run_reverify
 
 

@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.file_names import RunFiles, is_auxiliary_jsonl
-from reverify_assets.lib.payload import build_verify_payload
-from reverify_assets.lib.result_routing import Destination, destination_of, run_label, stamp_result
-from reverify_assets.lib.shard_globs import expand_input_glob
+from reverify_assets.files.names import RunFiles, expand_input_glob, is_auxiliary_jsonl
+from reverify_assets.rows.payload import build_verify_payload
+from reverify_assets.rows.result_routing import Destination, destination_of, run_label, stamp_result
 
 MCQA_INPUT = {
     "responses_create_params": {"input": [{"role": "user", "content": "Q"}]},

@@ -11,14 +11,14 @@ import pytest
 
 from reverify_assets.config.topology import read_topology
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.file_names import RunFiles
-from reverify_assets.lib.judge_recovery import index_judge_failures, iter_seed_lines, successes_to_seed
-from reverify_assets.lib.key_index import scan_keys
-from reverify_assets.lib.output_tail import repair_unterminated_tail
-from reverify_assets.lib.resume_cache import max_attempts_from, read_cache, resume_summary
+from reverify_assets.files.names import RunFiles
+from reverify_assets.files.output_tail import repair_unterminated_tail
+from reverify_assets.keys.key_index import scan_keys
 from reverify_assets.pipeline.aggregation import LocalGroup, RemoteGroup, collect_groups
 from reverify_assets.pipeline.merge import seed_successes
-from reverify_assets.pipeline.output_files import OutputPolicy, check_resumed_configs
+from reverify_assets.recovery.judge_failures import index_judge_failures, iter_seed_lines, successes_to_seed
+from reverify_assets.resume.output_policy import OutputPolicy, check_resumed_configs
+from reverify_assets.resume.settled_keys import max_attempts_from, read_cache, resume_summary
 
 
 def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

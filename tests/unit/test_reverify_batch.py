@@ -10,9 +10,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from reverify_assets.lib.payload import build_verify_payload
-from reverify_assets.lib.result_routing import Destination
-from reverify_assets.lib.routed_row import route_result
+from reverify_assets.rows.payload import build_verify_payload
+from reverify_assets.rows.result_routing import Destination
+from reverify_assets.rows.routed_row import route_result
 from reverify_assets.servers.app import build_app
 from reverify_assets.servers.protocol import MAX_BATCH_ROWS, BadVerifyRequest, ResourcesServer
 from reverify_assets.verifier.client import Route, StoredRowOutcome

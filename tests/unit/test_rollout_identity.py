@@ -15,10 +15,10 @@ import simdjson
 from reverify_assets.compare.paired_rows import join_keys, refuse_other_rollouts
 from reverify_assets.compare.side_index import index_side
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.key_columns import scan_key_columns
-from reverify_assets.lib.key_index import join_rollouts_to_inputs, key_index_of, scan_keys
-from reverify_assets.lib.rollout_identity import NO_TEXT, PromptShape, prompt_fingerprint, response_fingerprint
-from reverify_assets.lib.rollout_mismatch import first_rows_disagree
+from reverify_assets.keys.key_columns import scan_key_columns
+from reverify_assets.keys.key_index import join_rollouts_to_inputs, key_index_of, scan_keys
+from reverify_assets.keys.rollout_identity import NO_TEXT, PromptShape, prompt_fingerprint, response_fingerprint
+from reverify_assets.keys.rollout_mismatch import first_rows_disagree
 
 ROOT = Path(__file__).resolve().parents[2]
 NEMO_GYM_RUNS = [

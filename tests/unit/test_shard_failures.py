@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reverify_assets.lib.failed_keys import UNKNOWN_CLASS
 from reverify_assets.rescoring.shard_gate import unresolved_failures
+from reverify_assets.resume.failed_keys import UNKNOWN_CLASS
 from tests.support.cli import write_jsonl
 
 

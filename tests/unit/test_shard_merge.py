@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.result_routing import PROVENANCE_FIELD, scoring_config
 from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, merged_rows
+from reverify_assets.rows.result_routing import PROVENANCE_FIELD, scoring_config
 
 
 def shard(path: Path, keys: list[tuple[int, int]]) -> Path:

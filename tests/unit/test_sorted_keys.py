@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.key_index import KeyIndex, join_rollouts_to_inputs
-from reverify_assets.lib.sorted_keys import (
+from reverify_assets.keys.key_index import KeyIndex, join_rollouts_to_inputs
+from reverify_assets.keys.sorted_keys import (
     duplicated_keys,
     first_row_of_each_key,
     key_in,

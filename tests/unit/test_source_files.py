@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib.file_names import RunFiles
-from reverify_assets.lib.jsonl import iter_jsonl, read_row_at
-from reverify_assets.lib.source_files import check_source_file
-from reverify_assets.pipeline.output_files import OutputPolicy, check_sources_kept, check_step_sources
+from reverify_assets.files.jsonl import iter_jsonl, read_row_at
+from reverify_assets.files.names import RunFiles
+from reverify_assets.files.preflight import check_source_file
 from reverify_assets.pipeline.row_source import PairReader
+from reverify_assets.resume.output_policy import OutputPolicy, check_sources_kept, check_step_sources
 
 
 def regular(path: Path) -> Path:

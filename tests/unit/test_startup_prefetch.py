@@ -21,9 +21,8 @@ import xxhash
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ReverifyError
-from reverify_assets.lib import key_scan_process, prefetch
-from reverify_assets.lib.key_columns import FilePart, KeyColumns
-from reverify_assets.lib.prefetch import PrefetchedWork, start_import
+from reverify_assets.keys import scan_process as key_scan_process
+from reverify_assets.keys.key_columns import FilePart, KeyColumns
 from reverify_assets.pipeline import startup_prefetch
 from reverify_assets.pipeline.preparation import (
     InputsIndex,
@@ -42,6 +41,8 @@ from reverify_assets.pipeline.startup_prefetch import (
     take_prefetched_plan,
     write_inputs_index,
 )
+from reverify_assets.processes import prefetch
+from reverify_assets.processes.prefetch import PrefetchedWork, start_import
 from reverify_assets.verifier.launcher import ServerFleet, prestarted_servers
 
 MCQA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mcqa.yaml"
@@ -348,7 +349,7 @@ def test_wait_for_hands_over_the_other_work_and_its_error(
     files: tuple[Path, Path], setup: VerifierSetup, work: PrefetchedWork
 ) -> None:
     with PrefetchedInputs(*files, limit=None, join_with=setup, work=work) as prefetched:
-        assert prefetched.wait_for(start_import("reverify_assets.lib.keys")) is None
+        assert prefetched.wait_for(start_import("reverify_assets.keys.rollout_keys")) is None
         with pytest.raises(ModuleNotFoundError, match=r"reverify_assets\.no_such_module"):
             prefetched.wait_for(start_import("reverify_assets.no_such_module"))
         prefetched.wait()

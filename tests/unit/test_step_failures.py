@@ -13,8 +13,8 @@ import pytest
 
 from reverify_assets.defs.failures import Refusal, command_errors, step_failures
 from reverify_assets.errors import ReverifyError, UsageError, WriteError
-from reverify_assets.lib import process_secrets
-from reverify_assets.lib.redaction import Redactor
+from reverify_assets.processes import secrets as process_secrets
+from reverify_assets.processes.redaction import Redactor
 
 
 @pytest.mark.parametrize(

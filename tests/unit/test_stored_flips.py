@@ -15,12 +15,12 @@ import pytest
 from reverify_assets.compare.bootstrap import BootstrapSettings
 from reverify_assets.compare.comparison import CompareRequest, run_comparison
 from reverify_assets.compare.stored_flips import StoredRewardFlips
-from reverify_assets.lib.file_names import RunFiles
-from reverify_assets.lib.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.lib.row_reward import numeric_reward
+from reverify_assets.files.names import RunFiles
+from reverify_assets.keys.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.pipeline.output_flips import tally_output_flips
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.verify_loop import verify_plan
+from reverify_assets.rows.row_reward import numeric_reward
 from reverify_assets.verifier.client import VerifyOutcome
 from tests.support.cli import write_jsonl
 

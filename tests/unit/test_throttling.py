@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 
 from reverify_assets.judge_model.settings import RequestBucket
-from reverify_assets.lib import verifier_wire
-from reverify_assets.lib.adaptive_limit import LEAST_PAUSE_S, AdaptiveLimit
-from reverify_assets.lib.verifier_wire import retry_after_s
+from reverify_assets.rows import verifier_wire
+from reverify_assets.rows.adaptive_limit import LEAST_PAUSE_S, AdaptiveLimit
+from reverify_assets.rows.verifier_wire import retry_after_s
 from reverify_assets.verifier.client import VerifyOutcome
 from tests.support.app_client import client_for
 

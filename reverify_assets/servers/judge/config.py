@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from reverify_assets.config.server_url import url_problem
-from reverify_assets.lib.verifier_wire import RetryPolicy
+from reverify_assets.rows.verifier_wire import RetryPolicy
 from reverify_assets.servers.judge.prompt import DEFAULT_PROMPT_TEMPLATE, check_template
 from reverify_assets.servers.judge.verdict import EQUAL_LABEL, NOT_EQUAL_LABEL
 

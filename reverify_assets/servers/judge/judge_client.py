@@ -7,9 +7,9 @@ status is checked before the body is parsed, so a 401 reports "HTTP 401", not a 
 Every message goes through the redactor: no run of 8 characters of the API key is in a reason we hand back.
 
 Better than NeMo Gym: a throttled reply (429, or 503 with ``Retry-After``) halves the calls in flight
-(``lib.adaptive_limit``), and one that says how long to wait (``Retry-After``) is waited out without spending an
+(``rows.adaptive_limit``), and one that says how long to wait (``Retry-After``) is waited out without spending an
 attempt, so a throttled judge makes a run slower, not its rows ``judge_failed``. With a ``cache``
-(``lib.judge_cache``), a request asked before is answered from it, and a new answer is kept there.
+(``judge_cache.store``), a request asked before is answered from it, and a new answer is kept there.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from reverify_assets.lib.adaptive_limit import AdaptiveLimit
-from reverify_assets.lib.judge_cache import JudgeCallCache, request_key
-from reverify_assets.lib.verifier_wire import (
+from reverify_assets.judge_cache.store import JudgeCallCache, request_key
+from reverify_assets.rows.adaptive_limit import AdaptiveLimit
+from reverify_assets.rows.verifier_wire import (
     THROTTLED_STATUSES,
     RetryPolicy,
     ThrottleWaits,

@@ -12,10 +12,10 @@ from typing import Any, ClassVar
 
 import aiohttp
 
-from reverify_assets.lib import process_secrets
-from reverify_assets.lib.adaptive_limit import AdaptiveLimit
-from reverify_assets.lib.judge_cache import JudgeCallCache
-from reverify_assets.lib.routed_row import CACHED_EVALUATION_FIELD, USAGE_FIELD
+from reverify_assets.judge_cache.store import JudgeCallCache
+from reverify_assets.processes import secrets as process_secrets
+from reverify_assets.rows.adaptive_limit import AdaptiveLimit
+from reverify_assets.rows.routed_row import CACHED_EVALUATION_FIELD, USAGE_FIELD
 from reverify_assets.servers.judge import metrics as judge_metrics
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed, judge_failed_row
@@ -259,7 +259,7 @@ class EquivalenceJudgeServer(ResourcesServer):
         }
         if verdict.issues:  # as NeMo Gym: absent when the reply read cleanly
             evaluation["judgement_parsing_issues"] = list(verdict.issues)
-        if reply.usage is not None:  # what the call cost: a run's --max-cost counts it (`lib.routed_row`)
+        if reply.usage is not None:  # what the call cost: a run's --max-cost counts it (`rows.routed_row`)
             evaluation[USAGE_FIELD] = reply.usage
         if reply.cached:  # which verdicts cost no call: the run counts them
             evaluation[CACHED_EVALUATION_FIELD] = True

@@ -6,8 +6,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from reverify_assets.lib.json_objects import is_mapping
 from reverify_assets.metrics import mcqa as mcqa_metrics
+from reverify_assets.rows.json_objects import is_mapping
 from reverify_assets.servers.mcqa.grading import (
     MCQAInputError,
     effective_mode,

@@ -1,0 +1,2 @@
+"""Process life: signals and exit codes, children that die with their parent, the Python a child runs, work
+started ahead in other processes, and the secrets a process holds and redacts from everything it writes."""

@@ -1,0 +1,1 @@
+"""``--resume``: what an earlier run already settled, read from its output and failures sidecar, and so skipped."""
