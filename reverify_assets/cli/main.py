@@ -1,4 +1,8 @@
-"""The ``reverify`` command line: ``run``, ``aggregate`` and ``serve``, with NeMo Gym's flags and exit codes."""
+"""The ``reverify`` command line: its parser, the table of its commands, and NeMo Gym's exit codes.
+
+Each command is a function ``(args, overrides)`` in a module of this package (``COMMANDS``), imported only when
+the command runs: a usage error, or ``reverify --help``, answers before polars and Dagster are imported.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import signal
 import sys
 import warnings
 from collections.abc import Sequence
+from importlib import import_module
 
 from reverify_assets.cli.stdout_pipe import ReaderMayLeave
 from reverify_assets.errors import ReverifyError, UsageError
@@ -18,6 +23,21 @@ from reverify_assets.processes import interrupts
 from reverify_assets.processes import secrets as process_secrets
 
 log = logging.getLogger("reverify")
+_CLI = "reverify_assets.cli"
+# Command name -> (module, function), in the order `reverify --help` lists them.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": (f"{_CLI}.run_command", "run_command"),
+    "aggregate": (f"{_CLI}.aggregate_command", "aggregate_command"),
+    "serve": (f"{_CLI}.serve_command", "serve_command"),
+    "judge-serve": (f"{_CLI}.judge_serve_command", "judge_serve_command"),
+    "shards": (f"{_CLI}.rescoring_commands", "shards_command"),
+    "status": (f"{_CLI}.rescoring_commands", "status_command"),
+    "backfill": (f"{_CLI}.rescoring_commands", "backfill_command"),
+    "ui": (f"{_CLI}.rescoring_commands", "ui_command"),
+    "compare": (f"{_CLI}.compare_command", "compare_command"),
+    "noise": (f"{_CLI}.noise_command", "noise_command"),
+    "probe": (f"{_CLI}.probe_command", "probe_command"),
+}
 # polars' allocator (jemalloc) keeps freed pages for a while by default, per arena: the key scans of a
 # million rows (then in this process) left about 80 MB more resident at their peak, and for the rest of the run. Read by
 # jemalloc when polars is first loaded, so set before any command imports it.
@@ -179,38 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output()
     try:
         args, overrides = parse(sys.argv[1:] if argv is None else argv)
-        if args.command == "run":
-            from reverify_assets.cli.run_command import run_command
-
-            run_command(args, overrides)
-        elif args.command == "aggregate":
-            from reverify_assets.cli.aggregate_command import aggregate_command
-
-            aggregate_command(args, overrides)
-        elif args.command in ("shards", "status", "backfill", "ui"):
-            from reverify_assets.cli.rescoring_commands import rescoring_command
-
-            rescoring_command(args)
-        elif args.command == "compare":
-            from reverify_assets.cli.compare_command import compare_command
-
-            compare_command(args, overrides)
-        elif args.command == "probe":
-            from reverify_assets.cli.probe_command import probe_command
-
-            probe_command(args, overrides)
-        elif args.command == "noise":
-            from reverify_assets.cli.noise_command import noise_command
-
-            noise_command(args, overrides)
-        elif args.command == "judge-serve":
-            from reverify_assets.cli.judge_serve_command import judge_serve_command
-
-            judge_serve_command(args, overrides)
-        else:
-            from reverify_assets.cli.serve_command import serve_command
-
-            serve_command(args, overrides)
+        module, handler = COMMANDS[args.command]
+        getattr(import_module(module), handler)(args, overrides)
     except KeyboardInterrupt:
         return _interrupted(interrupts.received() or signal.SIGINT)
     except Exception as exc:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reverify_assets.errors import UsageError
+
+if TYPE_CHECKING:  # building the parser must not import Dagster
+    from reverify_assets.defs.rescoring_defs import RescoringDefs
 
 # The states `backfill` can target, by flag; ShardState values. Kept as strings so that building the parser
 # does not import Dagster (a usage error must answer at once).
@@ -59,14 +63,77 @@ def add_rescoring_parsers(commands: Any) -> None:
     ui.add_argument("--port", type=int, default=3000)
 
 
-def rescoring_command(args: argparse.Namespace) -> None:
-    if args.command == "ui":
-        from reverify_assets.cli.ui_command import ui_command
+def ui_command(args: argparse.Namespace, overrides: list[str]) -> None:
+    from reverify_assets.cli.ui_command import start_ui
 
-        ui_command(Path(args.project), args.port)
-        return
+    _refuse_overrides("ui", overrides)
+    start_ui(Path(args.project), args.port)
+
+
+def shards_command(args: argparse.Namespace, overrides: list[str]) -> None:
+    from reverify_assets.cli import rescoring_runs
+
+    _refuse_overrides("shards", overrides)
+    rescoring_runs.register_shards(_chosen_variants(args).chosen[0])
+
+
+def status_command(args: argparse.Namespace, overrides: list[str]) -> None:
+    from reverify_assets.cli import rescoring_runs
+
+    _refuse_overrides("status", overrides)
+    for rescoring in _chosen_variants(args).chosen:
+        rescoring_runs.print_status(rescoring)
+
+
+def backfill_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.cli import rescoring_runs
     from reverify_assets.defs.comparison_defs import build_comparison
+    from reverify_assets.rescoring.status import ShardState
+
+    _refuse_overrides("backfill", overrides)
+    variants = _chosen_variants(args)
+    states = [ShardState(flag) for flag in STATE_FLAGS if getattr(args, flag)] or [ShardState(f) for f in STATE_FLAGS]
+    if args.parallel < 1:
+        raise UsageError(f"--parallel must be at least 1, got {args.parallel}")
+    if (args.submit or args.follow) and args.parallel != 1:
+        raise UsageError("--parallel is for shards run here; with --submit or --follow the instance runs them")
+    if args.worker_wait < 0:
+        raise UsageError(f"--worker-wait must not be negative, got {args.worker_wait:g}")
+    if args.submit and args.follow:
+        raise UsageError("--submit starts a new backfill, --follow watches one: give one of them")
+    if args.follow:
+        from reverify_assets.cli.backfill_submit import follow_to_end
+
+        follow_to_end(variants.chosen, args.follow, ui_url=args.ui_url)
+        return
+    if args.submit:
+        from reverify_assets.cli.backfill_submit import submit
+
+        submit(
+            variants.chosen,
+            states,
+            aggregate=not args.no_aggregate,
+            ui_url=args.ui_url,
+            worker_wait_s=args.worker_wait,
+        )
+        return
+    rescoring_runs.backfill(
+        variants.chosen,
+        states,
+        aggregate=not args.no_aggregate,
+        parallel=args.parallel,
+        ui_url=args.ui_url,
+        comparison=build_comparison(variants.every),
+    )
+
+
+@dataclass(frozen=True)
+class _Variants:
+    every: list[RescoringDefs]
+    chosen: list[RescoringDefs]  # those --variant names, else every one
+
+
+def _chosen_variants(args: argparse.Namespace) -> _Variants:
     from reverify_assets.defs.rescoring_defs import build_rescoring
     from reverify_assets.rescoring.spec import find_rescoring
 
@@ -74,48 +141,14 @@ def rescoring_command(args: argparse.Namespace) -> None:
     unknown = sorted(set(args.variant or []) - set(spec.variants))
     if unknown:
         raise UsageError(f"rescoring {spec.name!r} has no variant {unknown} (its variants: {sorted(spec.variants)})")
-    every_variant = [build_rescoring(spec, v) for v in spec.variant_names]
-    variants = [r for r in every_variant if not args.variant or r.variant in args.variant]
-    if args.command == "shards":
-        rescoring_runs.register_shards(variants[0])
-    elif args.command == "status":
-        for rescoring in variants:
-            rescoring_runs.print_status(rescoring)
-    else:
-        from reverify_assets.rescoring.status import ShardState
+    every = [build_rescoring(spec, variant) for variant in spec.variant_names]
+    return _Variants(every, [r for r in every if not args.variant or r.variant in args.variant])
 
-        states = [ShardState(flag) for flag in STATE_FLAGS if getattr(args, flag)] or [
-            ShardState(f) for f in STATE_FLAGS
-        ]
-        if args.parallel < 1:
-            raise UsageError(f"--parallel must be at least 1, got {args.parallel}")
-        if (args.submit or args.follow) and args.parallel != 1:
-            raise UsageError("--parallel is for shards run here; with --submit or --follow the instance runs them")
-        if args.worker_wait < 0:
-            raise UsageError(f"--worker-wait must not be negative, got {args.worker_wait:g}")
-        if args.submit and args.follow:
-            raise UsageError("--submit starts a new backfill, --follow watches one: give one of them")
-        if args.follow:
-            from reverify_assets.cli.backfill_submit import follow_to_end
 
-            follow_to_end(variants, args.follow, ui_url=args.ui_url)
-            return
-        if args.submit:
-            from reverify_assets.cli.backfill_submit import submit
-
-            submit(
-                variants,
-                states,
-                aggregate=not args.no_aggregate,
-                ui_url=args.ui_url,
-                worker_wait_s=args.worker_wait,
-            )
-            return
-        rescoring_runs.backfill(
-            variants,
-            states,
-            aggregate=not args.no_aggregate,
-            parallel=args.parallel,
-            ui_url=args.ui_url,
-            comparison=build_comparison(every_variant),
+def _refuse_overrides(command: str, overrides: list[str]) -> None:
+    """A rescoring's verifier and its overrides are in its YAML file: an override here would change nothing."""
+    if overrides:
+        raise UsageError(
+            f"reverify {command} takes no ++overrides ({' '.join(overrides)}): a rescoring's are in the "
+            "`verifier: overrides:` of its file in configs/rescorings/"
         )

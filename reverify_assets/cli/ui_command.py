@@ -25,7 +25,7 @@ STOP_S = 8.0
 STOPPED = (0, -signal.SIGINT, 128 + signal.SIGINT)
 
 
-def ui_command(project: Path, port: int) -> None:
+def start_ui(project: Path, port: int) -> None:
     from reverify_assets.defs.instance import ensure_dagster_home
 
     workspace = project / "workspace.yaml"
