@@ -15,6 +15,7 @@ import signal
 import urllib.error
 import urllib.request
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -30,6 +31,8 @@ from reverify_assets.servers.hosting import serve_until_stopped
 from reverify_assets.verifier.balancer import Balancer
 from reverify_assets.verifier.launcher import ServerFleet
 
+PORT_FIELD = "port"
+
 
 def announce(block: ServerBlock, url: str, copies: int = 1) -> None:
     more = f" ({copies} copies)" if copies > 1 else ""
@@ -44,14 +47,27 @@ def serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
     if not blocks:
         raise ReverifyError("the config names no server to run (every server block has a `url:`)")
     here = [block for block in blocks if runs_builtin(block) and block.replicas_asked == 1]
-    started = [block for block in blocks if block not in here]
+    # A block's `port` is where this command answers for it: its balancer's, in front of copies started on free
+    # ports (a copy binding it would leave the balancer none).
+    ports = {block.instance: block.fields.get(PORT_FIELD) for block in blocks if block not in here}
+    started = [without_port(block) for block in blocks if block not in here]
     fleet = ServerFleet(started, setup.config, judge_cache=setup.judge_cache)
     with fleet as urls:
-        asyncio.run(_serve(setup, here, fleet, urls))
+        asyncio.run(_serve(setup, here, fleet, urls, ports))
     print("servers stopped", flush=True)
 
 
-async def _serve(setup: VerifierSetup, here: list[ServerBlock], fleet: ServerFleet, urls: dict[str, str]) -> None:
+def without_port(block: ServerBlock) -> ServerBlock:
+    return replace(block, fields={name: value for name, value in block.fields.items() if name != PORT_FIELD})
+
+
+async def _serve(
+    setup: VerifierSetup,
+    here: list[ServerBlock],
+    fleet: ServerFleet,
+    urls: dict[str, str],
+    ports: dict[str, int | None],
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -63,14 +79,14 @@ async def _serve(setup: VerifierSetup, here: list[ServerBlock], fleet: ServerFle
         for block in fleet.blocks:
             mode = await asyncio.to_thread(_reverify_mode, urls[block.instance])
             copies = wanted_replicas(block, mode, force=setup.config.get("force") is True)
-            if copies == 1 and not block.fields.get("port"):
+            if copies == 1 and not ports[block.instance]:
                 announce(block, urls[block.instance])
                 continue
             balancer = Balancer(urls[block.instance])
             runner = web.AppRunner(balancer.app(), access_log=None, handle_signals=False)
             await runner.setup()
             runners.append(runner)
-            sock = bind_loopback(int(block.fields.get("port") or 0))
+            sock = bind_loopback(int(ports[block.instance] or 0))
             await web.SockSite(runner, sock).start()
             announce(block, f"http://127.0.0.1:{sock.getsockname()[1]}", copies)
             if copies > 1:

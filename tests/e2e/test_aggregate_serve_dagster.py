@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -193,6 +194,23 @@ def test_serve_runs_the_configured_server_until_interrupted(tmp_path: Path) -> N
         assert "mcqa (mcqa) listening on http://127.0.0.1:" in line
         url = line.split()[-1]
         with urllib.request.urlopen(f"{url}/reverify_mode", timeout=5) as reply:
+            assert orjson.loads(reply.read()) == "stateless"
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=CLI_LIMIT_S) == 0
+
+
+def test_serve_answers_on_a_blocks_port_in_front_of_its_copies(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port free a moment ago: the server binds it at once
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    block = "++mcqa.resources_servers.mcqa"
+    argv = [REVERIFY, "serve", "--config", str(MCQA_CONFIG), f"{block}.port={port}", f"{block}.replicas=2"]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert f"mcqa (mcqa) listening on http://127.0.0.1:{port} (2 copies)" in line
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/reverify_mode", timeout=CLI_LIMIT_S) as reply:
             assert orjson.loads(reply.read()) == "stateless"
     finally:
         process.send_signal(signal.SIGINT)
