@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, Self, TypeVar
 
 # What a full disk, a quota or a read-only file system answers a write with.
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+E = TypeVar("E", bound="ReverifyError")
 
 
 class ReverifyError(Exception):
@@ -48,6 +49,22 @@ class ReverifyError(Exception):
         self.path = Path(path) if path is not None else None
         self.line = line
         self.key = key
+
+    def reworded(self, message: str) -> Self:
+        """The same error, its class and fields, said another way (a step says where it was when it came)."""
+        return _rebuilt(type(self), (message,), vars(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its class, message and fields: a Dagster step's error crosses processes so, and pickle's way,
+        the class called with the message alone, fails for a class that makes its message of other arguments."""
+        return (_rebuilt, (type(self), self.args, vars(self)))
+
+
+def _rebuilt(kind: type[E], args: tuple[Any, ...], fields: dict[str, Any]) -> E:
+    error = kind.__new__(kind)
+    Exception.__init__(error, *args)
+    error.__dict__.update(fields)
+    return error
 
 
 class UsageError(ReverifyError):
@@ -92,4 +109,3 @@ class ServerError(ReverifyError):
 
 class StateError(ReverifyError):
     """What is already there forbids it: another run's lock, an output another config began, a refused backfill."""
-

@@ -31,7 +31,7 @@ from reverify_assets.defs.submitted_backfills import (
     failure_reasons,
     submit_backfill,
 )
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.rescoring.status import ShardState
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def submit(
         if not follow(rescoring, backfill_id, ui_url=ui_url)
     ]
     if failed:
-        raise ReverifyError(f"backfill did not succeed: {', '.join(failed)} (see `reverify status`, or the UI)")
+        raise StateError(f"backfill did not succeed: {', '.join(failed)} (see `reverify status`, or the UI)")
 
 
 def run_here(rescoring: RescoringDefs, shards: Sequence[str], *, parallel: int, aggregate: bool, ui_url: str) -> str:
@@ -88,7 +88,7 @@ def run_here(rescoring: RescoringDefs, shards: Sequence[str], *, parallel: int, 
     with open_instance() as instance:
         heard = backfill_daemon_heard(instance)
     if heard is not None and heard <= DAEMON_SILENT_S:
-        raise ReverifyError(
+        raise StateError(
             f"a Dagster daemon runs the backfills of the instance at {instance.root_directory} (heard {heard:.0f} s "
             "ago; `reverify ui` starts one): hand it this backfill with --submit, or stop it to run the shards here "
             "with --parallel"
@@ -111,7 +111,7 @@ def run_here(rescoring: RescoringDefs, shards: Sequence[str], *, parallel: int, 
     # A shard that failed leaves the others' results, and the aggregate over them, as in one process; a backfill
     # Dagster stopped (its code location failing to load, say) or cancelled has nothing to show.
     if ended is not None and ended.status in (BulkActionStatus.FAILED, BulkActionStatus.CANCELED):
-        raise ReverifyError(f"backfill {backfill_id} of {rescoring.label} {ended.status.value.lower()}")
+        raise StateError(f"backfill {backfill_id} of {rescoring.label} {ended.status.value.lower()}")
     return backfill_id
 
 
@@ -121,7 +121,7 @@ def _wait_for_the_daemon(instance: DagsterInstance, wait_s: float) -> None:
     while (heard := backfill_daemon_heard(instance)) is None or heard > DAEMON_SILENT_S:
         if time.monotonic() >= deadline:
             last = "never" if heard is None else f"{heard:.0f} s ago"
-            raise ReverifyError(
+            raise StateError(
                 f"no Dagster daemon runs backfills for the instance at {instance.root_directory} (last heard from: "
                 f"{last}); waited {wait_s:.0f} s. Start one where the project is: dagster-daemon run -w "
                 "workspace.yaml"
@@ -134,16 +134,16 @@ def follow_to_end(variants: Sequence[RescoringDefs], backfill_id: str, *, ui_url
     with open_instance() as instance:
         backfill = instance.get_backfill(backfill_id)
         if backfill is None:
-            raise ReverifyError(f"no backfill {backfill_id} in the Dagster instance at {instance.root_directory}")
+            raise StateError(f"no backfill {backfill_id} in the Dagster instance at {instance.root_directory}")
     targeted = set(backfill.asset_selection or [])
     rescoring = next((r for r in variants if r.reverified_key in targeted), None)
     if rescoring is None:
-        raise ReverifyError(
+        raise StateError(
             f"backfill {backfill_id} is not one of {', '.join(r.label for r in variants)}: "
             f"it targets {', '.join(key.to_user_string() for key in sorted(targeted)) or 'no asset'}"
         )
     if not follow(rescoring, backfill_id, ui_url=ui_url):
-        raise ReverifyError(f"backfill {backfill_id} of {rescoring.label} did not succeed")
+        raise StateError(f"backfill {backfill_id} of {rescoring.label} did not succeed")
 
 
 def follow(
@@ -169,7 +169,7 @@ def follow(
                     try:
                         progress = backfill_progress(instance, backfill_id, rescoring)
                     except LookupError:
-                        raise ReverifyError(
+                        raise StateError(
                             f"no backfill {backfill_id} in the Dagster instance at {instance.root_directory}"
                         ) from None
                     if (counts := progress.counts()) != last:

@@ -40,7 +40,7 @@ def judge_serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
 
     from pydantic import ValidationError
 
-    from reverify_assets.errors import ReverifyError, UsageError
+    from reverify_assets.errors import ConfigError, UsageError
     from reverify_assets.judge_model.settings import FailureSettings
 
     if overrides:
@@ -62,7 +62,9 @@ def judge_serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
-            raise ReverifyError(f"--api-key-env names {args.api_key_env!r}, which is not set in the environment")
+            raise ConfigError(
+                f"--api-key-env names {args.api_key_env!r}, which is not set in the environment", key=args.api_key_env
+            )
     asyncio.run(_serve(settings, api_key, args.port))
     print("judge model stopped", flush=True)
 
@@ -74,7 +76,7 @@ async def _serve(settings: Any, api_key: str | None, port: int) -> None:
 
     from aiohttp import web
 
-    from reverify_assets.errors import ReverifyError
+    from reverify_assets.errors import ServerError
     from reverify_assets.judge_model.server import JudgeModel
     from reverify_assets.rows.verifier_wire import LOOPBACK, bind_loopback
 
@@ -86,7 +88,7 @@ async def _serve(settings: Any, api_key: str | None, port: int) -> None:
     try:
         sock = bind_loopback(port)
     except OSError as exc:
-        raise ReverifyError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}") from exc
+        raise ServerError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}") from exc
     runner = web.AppRunner(JudgeModel(settings, api_key=api_key).app(), access_log=None, handle_signals=False)
     await runner.setup()
     try:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, judge_prices
 from reverify_assets.defs.instance import ensure_dagster_home
-from reverify_assets.errors import ReverifyError, UsageError, WriteError
+from reverify_assets.errors import InputError, OutputError, UsageError, WriteError
 from reverify_assets.files.names import RunFiles, output_partition_key, unsafe_path
 from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.files.preflight import check_source_file
@@ -79,9 +79,10 @@ def check_before_start(options: RunOptions) -> None:
         check_source_file(flag, path)
     if options.judge_failed_only:
         if not (failures := source_failures_path(options.rollouts)).exists():
-            raise ReverifyError(
+            raise InputError(
                 f"--judge-failed-only reads the judge failures from {failures}, which does not exist "
-                "(it is the failures sidecar written next to --rollouts by the original run)"
+                "(it is the failures sidecar written next to --rollouts by the original run)",
+                path=failures,
             )
         check_source_file("--judge-failed-only's failures sidecar", failures)
     check_sources_kept(options.inputs, options.rollouts, options.output, force=options.force, append=options.append)
@@ -124,10 +125,11 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
         try:
             _start_and_materialize(options, setup)
         except WriteError as exc:
-            raise ReverifyError(
+            raise OutputError(
                 f"{exc}. The files hold whole rows only, and a metrics file is written whole or not at all: once "
                 f"{exc.path.parent} can take them (free some space, or make it writable), run the same command "
-                "with --resume to finish."
+                "with --resume to finish.",
+                path=exc.path,
             ) from exc
 
 

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError, ServerError
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.rows.verifier_wire import bind_loopback
@@ -45,7 +45,7 @@ def serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
         setup = setup.without_judge_cache()
     blocks = [block for block in setup.topology.servers.values() if not block.url]
     if not blocks:
-        raise ReverifyError("the config names no server to run (every server block has a `url:`)")
+        raise ConfigError("the config names no server to run (every server block has a `url:`)")
     here = [block for block in blocks if runs_builtin(block) and block.replicas_asked == 1]
     # A block's `port` is where this command answers for it: its balancer's, in front of copies started on free
     # ports (a copy binding it would leave the balancer none).
@@ -77,7 +77,7 @@ async def _serve(
     growth: list[asyncio.Task[None]] = []
     try:
         for block in fleet.blocks:
-            mode = await asyncio.to_thread(_reverify_mode, urls[block.instance])
+            mode = await asyncio.to_thread(_reverify_mode, block.instance, urls[block.instance])
             copies = wanted_replicas(block, mode, force=setup.config.get("force") is True)
             if copies == 1 and not ports[block.instance]:
                 announce(block, urls[block.instance])
@@ -100,11 +100,11 @@ async def _serve(
             await runner.cleanup()
 
 
-def _reverify_mode(url: str) -> str:
+def _reverify_mode(server: str, url: str) -> str:
     try:
         with urllib.request.urlopen(f"{url}/reverify_mode", timeout=30) as reply:
             return str(orjson.loads(reply.read())).lower()
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return "unknown"  # a server without the route declares nothing, as the run's client reads it
-        raise ReverifyError(f"GET {url}/reverify_mode answered HTTP {exc.code}") from exc
+        raise ServerError(f"GET {url}/reverify_mode answered HTTP {exc.code}", server=server) from exc

@@ -17,7 +17,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ReverifyError, StateError, UsageError
 from reverify_assets.processes.lifelines import die_with_parent
 
 STOP_S = 8.0
@@ -30,7 +30,7 @@ def start_ui(project: Path, port: int) -> None:
 
     workspace = project / "workspace.yaml"
     if not workspace.is_file():
-        raise ReverifyError(f"no workspace.yaml in {project.resolve()} (pass --project)")
+        raise UsageError(f"no workspace.yaml in {project.resolve()} (pass --project)")
     home = ensure_dagster_home()
     _register_ui_output(project)
     dagster = Path(sys.executable).with_name("dagster")
@@ -62,7 +62,7 @@ def _register_ui_output(project: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", register, str(project.resolve())], stdin=subprocess.DEVNULL)
     if done.returncode != 0:
-        raise ReverifyError(f"could not register the UI's output partition in {os.environ.get('DAGSTER_HOME')}")
+        raise StateError(f"could not register the UI's output partition in {os.environ.get('DAGSTER_HOME')}")
 
 
 def _stop(dev: subprocess.Popen[bytes]) -> None:

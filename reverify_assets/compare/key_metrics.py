@@ -19,7 +19,7 @@ import ijson
 from pydantic import BaseModel, ConfigDict
 
 from reverify_assets.config.topology import Topology
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.files.names import aggregate_metrics_path
 from reverify_assets.metrics.accumulator import MetricsAccumulator
 from reverify_assets.rows.result_routing import agent_name, run_label
@@ -113,7 +113,7 @@ class SideKeyMetrics:
         try:
             accumulator.add(row)
         except ValueError as exc:
-            raise ReverifyError(f"key metrics of agent {agent!r}: {exc}") from exc
+            raise InputError(f"key metrics of agent {agent!r}: {exc}") from exc
 
     @property
     def source(self) -> KeyMetricsSource:
@@ -156,15 +156,15 @@ def read_metrics_file(path: Path) -> dict[str, KeyMetrics]:
         with open(path, "rb") as fh:
             _collect_entries(ijson.parse(fh, use_float=True), entries)
     except OSError as exc:
-        raise ReverifyError(f"cannot read {path}: {exc.strerror}") from exc
+        raise InputError(f"cannot read {path}: {exc.strerror}", path=path) from exc
     except ijson.JSONError as exc:
-        raise ReverifyError(f"{path}: malformed JSON: {exc}") from exc
+        raise InputError(f"{path}: malformed JSON: {exc}", path=path) from exc
     except _NotAList as exc:
-        raise ReverifyError(f"{path}: expected a JSON list of metrics entries, found {exc}") from exc
+        raise InputError(f"{path}: expected a JSON list of metrics entries, found {exc}", path=path) from exc
     by_name: dict[str, KeyMetrics] = {}
     for position, (name, metrics) in enumerate(entries, start=1):
         if name is None:
-            raise ReverifyError(f"{path}: entry {position} has no `agent_ref.name`")
+            raise InputError(f"{path}: entry {position} has no `agent_ref.name`", path=path)
         by_name[name] = metrics or {}
     return by_name
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from reverify_assets.compare.agreement import SelfAgreement, noise_excess
 from reverify_assets.compare.report import CompareReport, NoiseFloor
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 
 
 class ScoredRow(BaseModel):
@@ -40,13 +40,15 @@ def read_noise_report(path: Path) -> NoiseReport:
     try:
         text = path.read_bytes()
     except OSError as exc:
-        raise ReverifyError(f"--noise {path}: cannot read it ({exc.strerror or exc})") from None
+        raise InputError(f"--noise {path}: cannot read it ({exc.strerror or exc})", path=path) from None
     try:
         return NoiseReport.model_validate_json(text)
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "the file"
-        raise ReverifyError(f"--noise {path} is not a report of `reverify noise`: {where}: {problem['msg']}") from None
+        raise InputError(
+            f"--noise {path} is not a report of `reverify noise`: {where}: {problem['msg']}", path=path
+        ) from None
 
 
 def with_noise_floor(report: CompareReport, noise: NoiseReport, path: Path) -> CompareReport:

@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.rows.result_routing import ORIGINAL_CONFIG
 
 ORIGINAL = ORIGINAL_CONFIG
 
 
-class MixedConfigsError(ReverifyError):
+class MixedConfigsError(StateError):
     """A side mixes rows of several verifier configs and ``--allow-mixed-configs`` was not given."""
 
     def __init__(self, message: str, *, role: str, path: Path, configs: Counter[str]) -> None:
-        super().__init__(message)
-        self.role, self.path, self.configs = role, path, configs
+        super().__init__(message, path=path)
+        self.role, self.configs = role, configs
 
 
 def describe_configs(configs: Counter[str]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.files.jsonl import JsonlLine
 from reverify_assets.keys.key_index import KeyIndex, scan_keys
 from reverify_assets.keys.rollout_identity import response_fingerprint
@@ -54,5 +54,5 @@ def read_reward(row: dict[str, Any], path: Path, line_no: int) -> float:
     # bool is an int subclass, and `true` is not a reward.
     if not isinstance(reward, int | float) or isinstance(reward, bool):
         found = "it is missing or null" if reward is None else f"found {reward!r}"
-        raise ReverifyError(f"{path}:{line_no}: `{REWARD_FIELD}` must be a number ({found})")
+        raise InputError(f"{path}:{line_no}: `{REWARD_FIELD}` must be a number ({found})", path=path, line=line_no)
     return float(reward)

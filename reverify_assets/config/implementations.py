@@ -7,7 +7,7 @@ servers themselves (``servers.registry`` builds a built-in one).
 from __future__ import annotations
 
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 
 BUILTIN_TYPES = frozenset({"mcqa", "equivalence_judge"})
 
@@ -26,11 +26,15 @@ def check_implementation(block: ServerBlock) -> None:
     if implementation is None:
         return
     if implementation not in IMPLEMENTATIONS:
-        raise ReverifyError(
-            f"config: {block.named(IMPLEMENTATION_FIELD)} is {implementation!r}; it is one of {list(IMPLEMENTATIONS)}"
+        raise ConfigError(
+            f"config: {block.named(IMPLEMENTATION_FIELD)} is {implementation!r}; it is one of {list(IMPLEMENTATIONS)}",
+            key=block.config_key(IMPLEMENTATION_FIELD),
+            source=block.set_by(IMPLEMENTATION_FIELD),
         )
     if implementation == "builtin" and block.type not in BUILTIN_TYPES:
-        raise ReverifyError(
+        raise ConfigError(
             f"config: {block.named(IMPLEMENTATION_FIELD)} is 'builtin', but {block.type!r} is not built in "
-            f"(built in: {sorted(BUILTIN_TYPES)})"
+            f"(built in: {sorted(BUILTIN_TYPES)})",
+            key=block.config_key(IMPLEMENTATION_FIELD),
+            source=block.set_by(IMPLEMENTATION_FIELD),
         )

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 
 JUDGE_PRICES_KEY = "judge_prices"
 
@@ -45,8 +45,9 @@ def judge_prices(config: Mapping[str, Any]) -> JudgePrices | None:
     try:
         return JudgePrices.model_validate(block)
     except ValidationError as exc:
-        problems = []
+        problems, keys = [], []
         for problem in exc.errors():
             where = ".".join([JUDGE_PRICES_KEY, *(str(part) for part in problem["loc"])])
             problems.append(f"`{where}`: {problem['msg']}")
-        raise ReverifyError(f"config: {'; '.join(problems)}") from None
+            keys.append(where)
+        raise ConfigError(f"config: {'; '.join(problems)}", key=keys[0] if keys else None) from None

@@ -15,7 +15,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from reverify_assets.config.override_paths import check_override_paths
 from reverify_assets.config.sources import ConfigSources, key_path
-from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.errors import ConfigError, UsageError
 
 
 @dataclass(frozen=True)
@@ -39,21 +39,26 @@ def load_config(paths: Sequence[Path], overrides: Sequence[str] = ()) -> LoadedC
     try:
         resolved = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as exc:
-        where = sources.name(key_path(exc.full_key)) + " " if getattr(exc, "full_key", None) else ""
-        raise ReverifyError(f"config: {where}cannot resolve interpolation: {str(exc).splitlines()[0]}") from exc
+        keys = key_path(exc.full_key) if getattr(exc, "full_key", None) else None
+        where = sources.name(keys) + " " if keys is not None else ""
+        raise ConfigError(
+            f"config: {where}cannot resolve interpolation: {str(exc).splitlines()[0]}",
+            key=".".join(keys) if keys is not None else None,
+            source=sources.set_by(keys) if keys is not None else None,
+        ) from exc
     assert isinstance(resolved, dict)
     return LoadedConfig(resolved, sources)  # type: ignore[arg-type]
 
 
 def _load_file(path: Path) -> DictConfig:
     if not path.is_file():
-        raise ReverifyError(f"config file not found: {path}")
+        raise ConfigError(f"config file not found: {path}", source=str(path))
     try:
         loaded = OmegaConf.load(path)
     except Exception as exc:  # yaml raises several unrelated types; all mean "not valid YAML"
-        raise ReverifyError(f"config file {path} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}", source=str(path)) from exc
     if not isinstance(loaded, DictConfig):
-        raise ReverifyError(f"config file {path} must hold a mapping at the top level")
+        raise ConfigError(f"config file {path} must hold a mapping at the top level", source=str(path))
     return loaded
 
 

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY
 from reverify_assets.config.sources import ConfigSources
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 
 # The mapping-valued knobs of NeMo Gym 0.7.0's NEMO_GYM_RESERVED_TOP_LEVEL_KEYS (nemo_gym/global_config.py;
 # the others hold scalars or lists): `++head_server.port=...` is NeMo Gym's, not a misspelt server.
@@ -28,9 +28,13 @@ DECLARED_DEPTH = 3
 def check_override_paths(config: DictConfig, overrides: Sequence[str], sources: ConfigSources) -> None:
     """Raises naming every override whose path leaves what ``config`` declares, with the closest name and the
     files that declare it (``sources``: of ``config``)."""
-    problems = [problem for override in overrides if (problem := _problem(config, override, sources)) is not None]
+    found = [
+        (override, problem) for override in overrides if (problem := _problem(config, override, sources)) is not None
+    ]
+    problems = [problem for _, problem in found]
     if problems:
-        raise ReverifyError("config: " + "; ".join(problems))
+        shown = found[0][0].partition("=")[0]  # the first override at fault, as typed, without its value
+        raise ConfigError("config: " + "; ".join(problems), key=shown.lstrip("+"), source=shown)
 
 
 def _problem(config: DictConfig, override: str, sources: ConfigSources) -> str | None:

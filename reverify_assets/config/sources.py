@@ -79,6 +79,21 @@ class ConfigSources:
         origin = self.origin(keys)
         return f"{shown} ({DEFAULT if origin == NOT_SET else origin})"
 
+    def set_by(self, path: Sequence[str | int]) -> str | None:
+        """The last ``--config`` file or override (its key as typed) that set the value at ``path``: the one to fix,
+        for an error's ``source``. None when none did, or for a config built in code."""
+        if not self.tracked:
+            return None
+        keys = tuple(map(str, path))
+        for depth in range(len(keys), 0, -1):
+            entry = self._entries.get(keys[:depth])
+            if entry is None:
+                continue
+            if entry.is_mapping and depth < len(keys) and entry.reference is None:
+                return None  # the mapping is set, this key of it is not
+            return entry.setters[-1].name
+        return None
+
     def origin(self, keys: KeyPath, hops: int = MAX_REFERENCE_HOPS) -> str:
         """Where the value at ``keys`` was set: "set in a.yaml", "set by ++a.b on the command line", or ``NOT_SET``."""
         for depth in range(len(keys), 0, -1):

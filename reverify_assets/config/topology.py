@@ -14,7 +14,7 @@ from typing import Any
 
 from reverify_assets.config.server_url import url_problem
 from reverify_assets.config.sources import UNTRACKED, ConfigSources
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 
 RESOURCES_SERVERS = "resources_servers"
 AGENTS = "responses_api_agents"
@@ -38,7 +38,11 @@ class ServerBlock:
     def __post_init__(self) -> None:
         url = self.fields.get(URL_FIELD)
         if url not in (None, "") and (problem := url_problem(url)) is not None:
-            raise ReverifyError(f"config: {self.named(URL_FIELD)} is {url!r}; {problem}")
+            raise ConfigError(
+                f"config: {self.named(URL_FIELD)} is {url!r}; {problem}",
+                key=self.config_key(URL_FIELD),
+                source=self.set_by(URL_FIELD),
+            )
 
     @property
     def url(self) -> str | None:
@@ -54,6 +58,14 @@ class ServerBlock:
     def named(self, *keys: str | int) -> str:
         """The block's path, or a field's below it, in backticks with the file or override that set it."""
         return self.sources.name([self.instance, self.kind, self.type, *keys])
+
+    def config_key(self, *keys: str | int) -> str:
+        """The block's dotted path, or a field's below it, for an error's ``key``."""
+        return ".".join(map(str, [self.instance, self.kind, self.type, *keys]))
+
+    def set_by(self, *keys: str | int) -> str | None:
+        """The file or override that set the block, or a field below it, for an error's ``source``."""
+        return self.sources.set_by([self.instance, self.kind, self.type, *keys])
 
     def referenced_models(self, config: Mapping[str, Any]) -> list[ServerBlock]:
         """The model server blocks of ``config`` this block names, as NeMo Gym's judge servers do
@@ -107,7 +119,7 @@ class Topology:
             agent = self.environment_agents[env]
         if agent is not None and agent in self.agent_servers:
             return self.agent_servers[agent]
-        raise ReverifyError(
+        raise ConfigError(
             f"cannot find a resources server for row (agent_ref.name={agent!r}, task_source={task_source!r}). "
             f"Known agents: {sorted(self.agent_servers)}"
         )
@@ -138,7 +150,9 @@ def read_topology(config: Mapping[str, Any], sources: ConfigSources = UNTRACKED)
             if not isinstance(fields, Mapping):
                 if server_type not in SERVER_KINDS:
                     continue  # a mapping knob of one key (`sandbox: {default_metadata: {sandbox-api: x}}`)
-                raise ReverifyError(f"config: {sources.name(path)} must be a mapping")
+                raise ConfigError(
+                    f"config: {sources.name(path)} must be a mapping", key=".".join(path), source=sources.set_by(path)
+                )
             if server_type == RESOURCES_SERVERS:
                 servers[instance] = ServerBlock(instance, implementation, fields, sources=sources)
             elif (target := _reference(fields, "resources_server")) is not None:
@@ -147,15 +161,17 @@ def read_topology(config: Mapping[str, Any], sources: ConfigSources = UNTRACKED)
             elif (agent := _reference(fields, "agent_server")) is not None:
                 environment_agents[instance] = agent[0]
     if not servers:
-        raise ReverifyError("config declares no resources server (a block `<name>: {resources_servers: {...}}`)")
+        raise ConfigError("config declares no resources server (a block `<name>: {resources_servers: {...}}`)")
     for agent, target in agent_servers.items():
         if target not in servers:
-            raise ReverifyError(
+            raise ConfigError(
                 f"config: {sources.name(agent_references[agent])} names resources server {target!r}, "
-                f"which the config does not declare"
+                f"which the config does not declare",
+                key=".".join(agent_references[agent]),
+                source=sources.set_by(agent_references[agent]),
             )
     if len(servers) > 1 and not agent_servers:
-        raise ReverifyError(
+        raise ConfigError(
             f"config declares several resources servers and no agent blocks to route rows by: "
             f"{', '.join(block.named() for block in servers.values())}"
         )
@@ -169,13 +185,17 @@ def _check_kinds(instance: str, block: Mapping[str, Any], sources: ConfigSources
         # Closer than difflib's default asks: a misspelling of a kind, not a key of the user's own.
         close = get_close_matches(str(key), SERVER_KINDS, n=1, cutoff=0.8)
         if key not in SERVER_KINDS and close:
-            raise ReverifyError(
-                f"config: {sources.name([instance, key])} is not a kind of server block (did you mean `{close[0]}`?)"
+            raise ConfigError(
+                f"config: {sources.name([instance, key])} is not a kind of server block (did you mean `{close[0]}`?)",
+                key=f"{instance}.{key}",
+                source=sources.set_by([instance, key]),
             )
         if key == RESOURCES_SERVERS and isinstance(value, Mapping) and len(value) > 1:
-            raise ReverifyError(
+            raise ConfigError(
                 f"config: `{instance}.{key}` declares {len(value)} servers, where a block declares one: "
-                f"{', '.join(sources.name([instance, key, name]) for name in value)}"
+                f"{', '.join(sources.name([instance, key, name]) for name in value)}",
+                key=f"{instance}.{key}",
+                source=sources.set_by([instance, key]),
             )
 
 

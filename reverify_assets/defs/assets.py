@@ -32,7 +32,7 @@ from reverify_assets.defs.handles import (
 )
 from reverify_assets.defs.metadata import aggregate_metadata, figure, sidecar_metadata, verification_metadata
 from reverify_assets.defs.resources import RescoringResource, refuse_other_partition
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ServerError
 from reverify_assets.files.atomic import write_parquet_atomic
 from reverify_assets.files.names import aggregate_metrics_path, sidecar_path
 from reverify_assets.files.output_lock import exclusive_output
@@ -448,13 +448,13 @@ def merged_aggregate_metrics(
 
 def _unfinished(
     rescoring: RescoringResource, startup: StartupHandoff, output: Path, rows: int, exc: AggregateMetricsFailed
-) -> ReverifyError:
+) -> ServerError:
     """A recovery merges rows of two graders (the successes carried over): its aggregate allows mixed configs."""
     mixed = rescoring.allow_mixed_configs or rescoring.judge_failed_only
     command = finish_command(
         rescoring.config_paths, rescoring.given_overrides(startup), output, allow_mixed_configs=mixed
     )
-    return ReverifyError(unfinished_metrics_message(str(exc), output, rows, command))
+    return ServerError(unfinished_metrics_message(str(exc), output, rows, command), server=exc.server, path=output)
 
 
 def _log_progress(stats: VerifyStats) -> None:

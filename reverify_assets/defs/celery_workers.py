@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV, celery_executor_config
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError, StateError
 
 STEP_QUEUE = "dagster"  # dagster-celery's queue for every step, unless a step's tag names another
 INSPECT_S = 1.0  # one round of asking the workers; repeated until the wait is over
@@ -25,8 +25,8 @@ CONNECT_TIMEOUTS = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout
 
 def check_celery_workers(config_path: Path, *, wait_s: float) -> list[str]:
     """The names of the workers listening on the steps' queue, waiting up to ``wait_s`` for one; raises
-    ReverifyError when the broker or the backend cannot be reached, no worker answers in time, or one runs with
-    other Celery settings."""
+    ConfigError when the broker or the backend cannot be reached, StateError when no worker answers in time or
+    one runs with other Celery settings."""
     # dagster-celery is an extra: imported only for a deployment that names Celery.
     from dagster_celery.executor import CeleryExecutor
     from dagster_celery.make_app import make_app
@@ -42,23 +42,27 @@ def check_celery_workers(config_path: Path, *, wait_s: float) -> list[str]:
         try:
             app.connection_for_write().ensure_connection(max_retries=1, timeout=CONNECT_TIMEOUT_S)
         except Exception as exc:  # kombu's OperationalError, or the transport's own
-            raise ReverifyError(
-                f"cannot reach the Celery broker at {broker} (from {config_path}): {_first_line(exc)}"
+            raise ConfigError(
+                f"cannot reach the Celery broker at {broker} (from {config_path}): {_first_line(exc)}",
+                key="execution.config.broker",
+                source=str(config_path),
             ) from exc
         try:
             app.backend.client.ping()
         except AttributeError:
             pass  # a backend without a client to ask (not Redis): its first result will tell
         except Exception as exc:
-            raise ReverifyError(
-                f"cannot reach the Celery result backend at {backend} (from {config_path}): {_first_line(exc)}"
+            raise ConfigError(
+                f"cannot reach the Celery result backend at {backend} (from {config_path}): {_first_line(exc)}",
+                key="execution.config.backend",
+                source=str(config_path),
             ) from exc
         deadline = time.monotonic() + wait_s
         listening = _listening(app)
         while not listening and time.monotonic() < deadline:
             listening = _listening(app)  # each round waits INSPECT_S for replies
         if not listening:
-            raise ReverifyError(
+            raise StateError(
                 f"no Celery worker is listening on queue {STEP_QUEUE!r} at {broker}: waited {wait_s:.0f} s. Start "
                 f"one where the project is: dagster-celery worker start -A dagster_celery.app -y {config_path}. A "
                 "worker that cannot reach PostgreSQL or Redis exits as it starts: see its output."
@@ -68,9 +72,10 @@ def check_celery_workers(config_path: Path, *, wait_s: float) -> list[str]:
         app.close()
     for worker, worker_settings in settings.items():
         if differences := config_differences(config, worker_settings):
-            raise ReverifyError(
+            raise StateError(
                 f"Celery worker {worker} runs with another config than {config_path}: {'; '.join(differences)}. "
-                f"Restart it with -y {config_path}"
+                f"Restart it with -y {config_path}",
+                path=config_path,
             )
     return listening
 
@@ -112,9 +117,11 @@ def _resolved(config_path: Path, config: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, dict) and set(value) == {"env"}:
             name = str(value["env"])
             if not os.environ.get(name):
-                raise ReverifyError(
+                raise ConfigError(
                     f"{name} is not set: the Celery config {config_path} (named by {EXECUTOR_CONFIG_ENV}) takes "
-                    f"execution.config.{key} from it"
+                    f"execution.config.{key} from it",
+                    key=name,
+                    source=str(config_path),
                 )
             resolved[key] = os.environ[name]
     return resolved

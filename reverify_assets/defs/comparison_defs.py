@@ -17,7 +17,7 @@ from reverify_assets.defs.dagster_internals import UnresolvedAssetJobDefinition
 from reverify_assets.defs.failures import Refusal, step_failures
 from reverify_assets.defs.handles import content_version
 from reverify_assets.defs.rescoring_defs import RescoringDefs
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ReverifyError, StateError
 from reverify_assets.rescoring.spec import COMPARISON_DIR
 
 
@@ -75,17 +75,18 @@ def build_comparison(variants: Sequence[RescoringDefs]) -> ComparisonDefs | None
             except MixedConfigsError as exc:
                 variant = pair.baseline if exc.role == "baseline" else pair.candidate
                 raise Refusal(
-                    ReverifyError(
+                    StateError(
                         f"cannot compare {pair.baseline} with {pair.candidate}: the merged output of variant "
                         f"{variant!r} ({exc.path}) mixes rows of {len(exc.configs)} verifier configs: "
                         f"{describe_configs(exc.configs)}. A comparison needs one config per side: the "
                         f"`{ONE_CONFIG}` check of {spec.name}/{variant}/aggregate_metrics_{variant} counts the rows "
-                        "of each; re-score the shards holding the others."
+                        "of each; re-score the shards holding the others.",
+                        path=exc.path,
                     ),
                     {"merged output": dg.MetadataValue.path(str(exc.path))},
                 ) from None
             except ReverifyError as exc:
-                raise ReverifyError(f"cannot compare {pair.baseline} with {pair.candidate}: {exc}") from None
+                raise exc.reworded(f"cannot compare {pair.baseline} with {pair.candidate}: {exc}") from None
         context.log.info("compared %s with %s", baseline_name, ", ".join(name for name, _ in others))
         return dg.MaterializeResult(
             metadata=comparison_metadata(outcomes),

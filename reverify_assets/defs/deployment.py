@@ -18,7 +18,7 @@ from typing import Any
 import dagster as dg
 import yaml
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 
 EXECUTOR_CONFIG_ENV = "REVERIFY_EXECUTOR_CONFIG"
 CELERY_EXECUTOR_NAME = "reverify_celery"
@@ -34,9 +34,10 @@ def deployment_executor() -> dg.ExecutorDefinition | None:
     try:
         from dagster_celery import celery_executor
     except ImportError as exc:
-        raise ReverifyError(
+        raise ConfigError(
             f"{EXECUTOR_CONFIG_ENV}={path} asks for Celery workers, but dagster-celery is not installed here: "
-            "pip install 'reverify-assets[celery]'"
+            "pip install 'reverify-assets[celery]'",
+            key=EXECUTOR_CONFIG_ENV,
         ) from exc
     return celery_executor.configured(config, name=CELERY_EXECUTOR_NAME)
 
@@ -49,14 +50,16 @@ def celery_executor_config(path: Path) -> dict[str, Any]:
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ReverifyError(f"cannot read the Celery config {where}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"cannot read the Celery config {where}: {exc.strerror or exc}", source=str(path)) from exc
     except yaml.YAMLError as exc:
-        raise ReverifyError(f"the Celery config {where} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"the Celery config {where} is not valid YAML: {exc}", source=str(path)) from exc
     execution = loaded.get("execution") if isinstance(loaded, Mapping) else None
     config = execution.get("config") if isinstance(execution, Mapping) else None
     if not isinstance(config, Mapping) or not config.get("broker"):
-        raise ReverifyError(
+        raise ConfigError(
             f"the Celery config {where} has no `execution: config: broker:`; it must hold the block "
-            "dagster-celery's workers read (see deploy/celery/celery.yaml)"
+            "dagster-celery's workers read (see deploy/celery/celery.yaml)",
+            key="execution.config.broker",
+            source=str(path),
         )
     return dict(config)

@@ -26,7 +26,7 @@ from reverify_assets.defs.dagster_internals import (
     SerializableErrorInfo,
     normalize_metadata,
 )
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError, ReverifyError, ServerError
 from reverify_assets.processes import interrupts
 from reverify_assets.processes import secrets as process_secrets
 
@@ -51,6 +51,14 @@ class Refusal(DagsterUserCodeProcessError, dg.Failure):
         shown_metadata: dict[str, Any] = {"error": type(error).__name__, "exit code": error.exit_code}
         if path := getattr(error, "path", None):
             shown_metadata["file"] = dg.MetadataValue.path(str(path))
+        if (line := getattr(error, "line", None)) is not None:
+            shown_metadata["line"] = line
+        if key := getattr(error, "key", None):
+            shown_metadata["key"] = key
+        if isinstance(error, ConfigError) and error.source:
+            shown_metadata["source"] = error.source
+        if isinstance(error, ServerError) and error.server:
+            shown_metadata["server"] = error.server
         if rest.strip():
             shown_metadata["details"] = dg.MetadataValue.md(rest.strip())
         self.metadata = normalize_metadata(shown_metadata | (metadata or {}))

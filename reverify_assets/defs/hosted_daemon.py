@@ -65,7 +65,7 @@ from reverify_assets.defs.deployment import EXECUTOR_CONFIG_ENV
 from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.project import WORKING_DIRECTORY_LOCATION
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.processes import interrupts
 from reverify_assets.processes.lifelines import die_with_parent
 
@@ -272,7 +272,7 @@ class HostedDaemon:
         if self._iteration is None and (self._backfill_due or now - self._last_iteration >= IDLE_STEP_S):
             backfill = self._instance.get_backfill(backfill_id)
             if backfill is None:
-                raise ReverifyError(f"no backfill {backfill_id} in the instance at {self._instance.root_directory}")
+                raise StateError(f"no backfill {backfill_id} in the instance at {self._instance.root_directory}")
             self._backfill_due, self._last_iteration = False, now
             self._iteration = self._backfill_thread.submit(
                 lambda: list(execute_backfill_jobs(self._context, _LOGGER, [backfill]))
@@ -375,14 +375,14 @@ def _refuse_a_shared_queue(instance: dg.DagsterInstance) -> None:
     project's folder)."""
     for backfill in _hosted_backfills_in_progress(instance):
         host, pid, _ = backfill.tags[HOSTED_BY_TAG].rsplit(":", 2)
-        raise ReverifyError(
+        raise StateError(
             f"another `reverify backfill --parallel` (pid {pid} on {host}) runs backfill {backfill.backfill_id} "
             f"on the Dagster instance at {instance.root_directory}: wait for it to end, or hand this backfill "
             "to a daemon with --submit"
         )
     queued = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]), limit=1)
     if queued:
-        raise ReverifyError(
+        raise StateError(
             f"runs wait in the run queue of the Dagster instance at {instance.root_directory} for a daemon (one: "
             f"run {queued[0].run_id} of {queued[0].job_name}); --parallel would launch them here. Start a daemon "
             "to run them (`reverify ui`, or `dagster-daemon run`) or cancel them in the UI"

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.files.atomic import write_bytes_atomic
 from reverify_assets.files.dagster_home import DAGSTER_HOME_ENV, dagster_home
 
@@ -56,8 +56,9 @@ def open_dagster_instance() -> dg.DagsterInstance:
         except Exception as exc:
             if not _is_storage_unreachable(exc):
                 raise
-            raise ReverifyError(
-                f"cannot reach the Dagster instance's storage ({home / 'dagster.yaml'}): {_root_cause(exc)}"
+            raise StateError(
+                f"cannot reach the Dagster instance's storage ({home / 'dagster.yaml'}): {_root_cause(exc)}",
+                path=home / "dagster.yaml",
             ) from exc
         finally:
             logging.getLogger().removeFilter(quiet)

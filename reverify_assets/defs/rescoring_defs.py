@@ -40,7 +40,7 @@ from reverify_assets.defs.metadata import (
 )
 from reverify_assets.defs.run_tags import CONFIG_TAG, RESCORING_TAG, VARIANT_TAG
 from reverify_assets.defs.shard_events import join_problems, payload_events, verified_events
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError, StateError
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.rescoring.layout import RescoringLayout
 from reverify_assets.rescoring.shard_aggregate import merge_included_shards
@@ -147,7 +147,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         planned = plan_shard_files(layout, setup, shard)
         yield from payload_events(payloads_key, planned)
         if not planned.is_sound:  # the join checks block the verification, here in the same step
-            raise ReverifyError(f"shard {shard}: {join_problems(planned)}: not verified")
+            raise InputError(f"shard {shard}: {join_problems(planned)}: not verified")
         verified = verify_shard(planned, layout, setup)
         yield from verified_events(
             reverified_key, failures_key, shard, verified, setup.config_hash, spec.max_failure_rate
@@ -179,7 +179,7 @@ def build_rescoring(spec: RescoringSpec, variant: str | None = None) -> Rescorin
         registered = context.instance.get_dynamic_partitions(shards.name)
         gate = gate_shards(layout, registered, spec.max_failure_rate)
         if not gate.included:
-            raise ReverifyError(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
+            raise StateError(f"no shard of {name!r} has results for verifier config {setup.config_hash} yet")
         merged = merge_included_shards(layout, setup, gate, registered)
         entries = merged.aggregation.entries
         metadata = aggregate_metadata(layout.merged_metrics, merged.aggregation, setup.config_hash) if entries else {}
@@ -293,7 +293,7 @@ def _shard_of(context: dg.AssetExecutionContext, config_hash: str) -> str:
 
 def _check_config(asked: str, config_hash: str) -> None:
     if asked != config_hash:
-        raise ReverifyError(
+        raise StateError(
             f"this run asks for verifier config {asked}, but the verifier config files now give {config_hash}: "
             "reload the code location (Deployment > Reload) and launch the run again"
         )

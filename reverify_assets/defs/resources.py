@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.files.names import output_partition_key
 from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
@@ -49,7 +49,7 @@ class VerifierConfigResource(dg.ConfigurableResource):
         if not self.overrides_redacted:
             return list(self.overrides)
         if startup.given_overrides is None:
-            raise ReverifyError(
+            raise StateError(
                 f"this run's overrides {self.overrides} hold a secret, which its run config does not keep: run it "
                 "again from the command line, or give the key through the environment variable the config reads "
                 "it from"
@@ -147,8 +147,9 @@ def refuse_other_partition(partition_key: str, resource: str, writes: str) -> No
     """A run's partition names the output its resource writes: one launched on another output's partition
     would record these files' results as that output's."""
     if partition_key != writes:
-        raise ReverifyError(
+        raise StateError(
             f"this run is of partition {partition_key!r}, but its {resource} resource writes {writes!r}: launch "
             f"it on partition {writes!r} (add it if the partitions list lacks it), or set the resource's output "
-            "to the partition's file"
+            "to the partition's file",
+            path=writes,
         )

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import dagster as dg
 
 from reverify_assets.defs.failures import Refusal, refusals_as_failures
-from reverify_assets.errors import ReverifyError, WriteError
+from reverify_assets.errors import StateError, WriteError
 from reverify_assets.files.atomic import write_bytes_atomic
 
 IO_FOLDER = "io"
@@ -43,7 +43,7 @@ class RunScopedIOManager(dg.ConfigurableIOManager):
             if path.exists():
                 return pickle.loads(path.read_bytes())
         raise Refusal(
-            ReverifyError(
+            StateError(
                 f"asset {context.asset_key.to_user_string()} has no stored value"
                 f"{f' for partition {context.asset_partition_key}' if context.has_asset_partitions else ''}: "
                 "materialize it (and what it depends on) first"

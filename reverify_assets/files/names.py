@@ -7,7 +7,7 @@ import glob
 from dataclasses import dataclass
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import OutputError
 
 UNSAFE_PREFIX = "unsafe_"
 FAILURES_SUFFIX = "_failures"
@@ -71,8 +71,9 @@ REFUSED_IN_PARTITION_KEYS = ("...", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\
 def output_partition_key(output: Path, flag: str = "--output") -> str:
     key = str(output.resolve())
     if refused := [part for part in REFUSED_IN_PARTITION_KEYS if part in key]:
-        raise ReverifyError(
+        raise OutputError(
             f"{flag} {str(output)!r}: its path is the output's Dagster partition key, which cannot hold {refused}; "
-            "choose a path without them"
+            "choose a path without them",
+            path=output,
         )
     return key

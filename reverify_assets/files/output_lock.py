@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import OutputError, StateError
 from reverify_assets.files.names import lock_path
 
 log = logging.getLogger("reverify")
@@ -77,8 +77,9 @@ def _locked(path: Path, output: Path) -> int:
             holder = _recorded_pid(fd)
             os.close(fd)
             who = f"run with PID {holder}" if holder is not None else "run"
-            raise ReverifyError(
-                f"another {who} is writing {output} (it holds {path}): wait for it to finish, or stop it first"
+            raise StateError(
+                f"another {who} is writing {output} (it holds {path}): wait for it to finish, or stop it first",
+                path=output,
             ) from None
         try:
             if os.stat(path).st_ino == os.fstat(fd).st_ino:
@@ -93,7 +94,9 @@ def _open(path: Path) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise ReverifyError(f"cannot write the output's folder {path.parent}: {exc.strerror} ({path})") from exc
+        raise OutputError(
+            f"cannot write the output's folder {path.parent}: {exc.strerror} ({path})", path=path.parent
+        ) from exc
 
 
 def _recorded_pid(fd: int) -> int | None:

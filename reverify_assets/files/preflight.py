@@ -8,7 +8,7 @@ import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError, OutputError
 
 # Anything else is read once and gone (a FIFO, a socket) or is no file of rows (a directory, a device);
 # every source is read more than once (indexed, then its rows read back by offset).
@@ -26,18 +26,22 @@ def check_source_file(flag: str, path: Path) -> None:
         info = os.stat(path)
     except FileNotFoundError:
         if path.is_symlink():
-            raise ReverifyError(f"{flag} file not found: {path} is a symbolic link to {os.readlink(path)}") from None
-        raise ReverifyError(f"{flag} file not found: {path}") from None
+            raise InputError(
+                f"{flag} file not found: {path} is a symbolic link to {os.readlink(path)}", path=path
+            ) from None
+        raise InputError(f"{flag} file not found: {path}", path=path) from None
     except OSError as exc:  # a symbolic link loop, a folder on the way that cannot be searched
-        raise ReverifyError(f"{flag} file {path} cannot be read: {exc.strerror}") from exc
+        raise InputError(f"{flag} file {path} cannot be read: {exc.strerror}", path=path) from exc
     if not stat.S_ISREG(info.st_mode):
         kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
-        raise ReverifyError(f"{flag} {path} is {kind}: reverify reads its sources as regular files, more than once")
+        raise InputError(
+            f"{flag} {path} is {kind}: reverify reads its sources as regular files, more than once", path=path
+        )
     try:
         with open(path, "rb") as fh:
             fh.read(1)
     except OSError as exc:
-        raise ReverifyError(f"{flag} file {path} cannot be read: {exc.strerror}") from exc
+        raise InputError(f"{flag} file {path} cannot be read: {exc.strerror}", path=path) from exc
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -57,7 +61,8 @@ def check_no_collision(
     for role, path in written.items():
         for source_role, source in sources.items():
             if (role, source_role) not in allowed and same_file(path, source):
-                raise ReverifyError(
+                raise OutputError(
                     f"{role} {path} is the same file as {source_role} {source}: the run would write over one of "
-                    "its own sources. Choose another --output."
+                    "its own sources. Choose another --output.",
+                    path=path,
                 )

@@ -22,7 +22,7 @@ from typing import Any
 
 from reverify_assets.config.sources import UNTRACKED, ConfigSources
 from reverify_assets.config.topology import RESOURCES_SERVERS
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 
 ROOT_KEY, ROOT_ENV = "nemo_gym_root", "REVERIFY_NEMO_GYM_ROOT"
 PYTHON_KEY, PYTHON_ENV = "nemo_gym_python", "REVERIFY_NEMO_GYM_PYTHON"
@@ -81,6 +81,11 @@ def _configured(config: Mapping[str, Any], key: str, env: str, sources: ConfigSo
     return None
 
 
+def _at_fault(config: Mapping[str, Any], key: str, env: str, sources: ConfigSources) -> tuple[str, str | None]:
+    """The config key or the variable ``_configured`` took the setting from, and the file or override that set it."""
+    return (key, sources.set_by([key])) if config.get(key) else (env, None)
+
+
 def find_python(
     config: Mapping[str, Any], cwd: Path, looked: list[str], sources: ConfigSources = UNTRACKED
 ) -> tuple[Path | None, PythonProbe | None]:
@@ -93,7 +98,8 @@ def find_python(
         probe = probe_python(python) if _is_executable(python) else None
         if probe is None or not probe.has_nemo_gym:
             problem = "is not an executable Python" if probe is None else "cannot import nemo_gym"
-            raise ReverifyError(f"{source} names {python}, which {problem}")
+            at_fault, set_by = _at_fault(config, PYTHON_KEY, PYTHON_ENV, sources)
+            raise ConfigError(f"{source} names {python}, which {problem}", key=at_fault, source=set_by)
         return python, probe
     candidates: list[tuple[Path, str]] = []
     if (gym := shutil.which("gym")) is not None and (interpreter := _script_interpreter(Path(gym))) is not None:
@@ -119,7 +125,10 @@ def _find_root(
         value, source = configured
         root = Path(value).expanduser().resolve()
         if not (root / RESOURCES_SERVERS).is_dir():
-            raise ReverifyError(f"{source} names {root}, which holds no {RESOURCES_SERVERS}/ folder")
+            at_fault, set_by = _at_fault(config, ROOT_KEY, ROOT_ENV, sources)
+            raise ConfigError(
+                f"{source} names {root}, which holds no {RESOURCES_SERVERS}/ folder", key=at_fault, source=set_by
+            )
         return root
     looked.append(f"{ROOT_KEY} (config) and ${ROOT_ENV}: not set")
     if probe is not None:
@@ -133,13 +142,14 @@ def _find_root(
     return None
 
 
-def _not_found(what: str, looked: list[str], key_example: str, env: str) -> ReverifyError:
+def _not_found(what: str, looked: list[str], key_example: str, env: str) -> ConfigError:
     places = "".join(f"\n  - {place}" for place in looked)
-    return ReverifyError(
+    return ConfigError(
         f"cannot find {what}, which starting NeMo Gym's own resources servers needs. Looked at:{places}\n"
         f"Install NeMo Gym (pip install nemo-gym), run from a NeMo Gym checkout, or point to one with "
         f"`{key_example}` at the top level of a --config file (or ++{key_example.replace(': ', '=')}), "
-        f"or ${env}"
+        f"or ${env}",
+        key=key_example.partition(":")[0],  # the setting that would say where: none is set
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from reverify_assets.config.topology import RESOURCES_SERVERS, ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 from reverify_assets.gym.installation import NemoGymInstallation
 from reverify_assets.gym.server_config import LOOPBACK, gym_server_config
 from reverify_assets.gym.server_python import server_python
@@ -47,17 +47,21 @@ def server_folder(block: ServerBlock, installation: NemoGymInstallation) -> Path
     if (folder / entrypoint).is_file():
         return folder
     if folder.is_dir():
-        raise ReverifyError(
-            f"config: {block.named(ENTRYPOINT_FIELD)} is {entrypoint!r}, which NeMo Gym's {folder} does not have"
+        raise ConfigError(
+            f"config: {block.named(ENTRYPOINT_FIELD)} is {entrypoint!r}, which NeMo Gym's {folder} does not have",
+            key=block.config_key(ENTRYPOINT_FIELD),
+            source=block.set_by(ENTRYPOINT_FIELD),
         )
     known = sorted(path.name for path in servers.iterdir() if path.is_dir() and not path.name.startswith(("_", ".")))
     close = difflib.get_close_matches(block.type, known, n=1)
     hint = f" (did you mean `{close[0]}`?)" if close else ""
     what = "resources server" if block.kind == RESOURCES_SERVERS else "model server"
     built_in = "neither built in nor " if block.kind == RESOURCES_SERVERS else ""
-    raise ReverifyError(
+    raise ConfigError(
         f"config: {what} {block.named()} has type {block.type!r}, which is {built_in}one of "
-        f"the {len(known)} {block.kind} of NeMo Gym at {servers}{hint}"
+        f"the {len(known)} {block.kind} of NeMo Gym at {servers}{hint}",
+        key=block.config_key(),
+        source=block.set_by(),
     )
 
 

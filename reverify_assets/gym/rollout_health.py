@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 from reverify_assets.files.atomic import move_into_place
 from reverify_assets.files.names import ROLLOUT_VERDICTS
 from reverify_assets.gym.installation import PYTHON_ENV, PYTHON_KEY, find_python
@@ -115,7 +115,7 @@ def health_settings(config: Mapping[str, Any]) -> HealthCheckSettings:
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"])
-        raise ReverifyError(f"config: {key}: {error['msg'].removeprefix('Value error, ')}") from exc
+        raise ConfigError(f"config: {key}: {error['msg'].removeprefix('Value error, ')}", key=key) from exc
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ServerError
 from reverify_assets.gym.installation import NemoGymInstallation
 
 log = logging.getLogger("reverify")
@@ -69,9 +69,9 @@ def server_requirements(folder: Path) -> list[str]:
     try:
         dependencies = tomllib.loads(project.read_text()).get("project", {}).get("dependencies", [])
     except tomllib.TOMLDecodeError as exc:
-        raise ReverifyError(f"{project} is not valid TOML: {exc}") from exc
+        raise ServerError(f"{project} is not valid TOML: {exc}", path=project) from exc
     if not isinstance(dependencies, list) or not all(isinstance(line, str) for line in dependencies):
-        raise ReverifyError(f"{project}: [project].dependencies is not a list of requirement strings")
+        raise ServerError(f"{project}: [project].dependencies is not a list of requirement strings", path=project)
     return added_requirements("\n".join(dependencies))
 
 
@@ -125,9 +125,10 @@ def _step(command: list[str], out: IO[bytes], folder: Path, build_log: Path) -> 
     done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder, check=False)
     if done.returncode != 0:
         tail = build_log.read_text(errors="replace")[-3000:].strip()
-        raise ReverifyError(
+        raise ServerError(
             f"cannot build a Python for NeMo Gym's {folder.name} server from its requirements: "
-            f"`{' '.join(command)}` exited {done.returncode}; the last lines of {build_log}:\n{tail}"
+            f"`{' '.join(command)}` exited {done.returncode}; the last lines of {build_log}:\n{tail}",
+            path=build_log,
         )
 
 

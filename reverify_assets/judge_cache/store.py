@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import OutputError
 from reverify_assets.files.dagster_home import dagster_home
 
 JUDGE_CACHE_ENV = "REVERIFY_JUDGE_CACHE"
@@ -67,9 +67,10 @@ class JudgeCallCache:
                 "stored_at REAL NOT NULL) WITHOUT ROWID"
             )
         except (sqlite3.Error, OSError) as exc:
-            raise ReverifyError(
+            raise OutputError(
                 f"the judge-call cache {path} cannot be used ({exc}): delete it, point {JUDGE_CACHE_ENV} "
-                "elsewhere, or run with --no-judge-cache"
+                "elsewhere, or run with --no-judge-cache",
+                path=path,
             ) from None
         self._writes_failed = False
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.files.jsonl import JsonlLine, iter_jsonl
 from reverify_assets.keys.key_columns import KeyColumns
 from reverify_assets.keys.rollout_identity import NO_TEXT, USER_SHIFT, prompt_fingerprint
@@ -122,8 +122,11 @@ def reject_duplicate_keys(index: KeyIndex) -> None:
     at_lines = duplicated.filter((pl.col("task") == key[0]) & (pl.col("rollout") == key[1]))["line"]
     others = duplicates.height - 1
     more = f" ({others} more duplicated keys)" if others else ""
-    raise ReverifyError(
-        f"{index.path}: duplicate key {describe_key(key)} at lines {', '.join(str(n) for n in sorted(at_lines))}{more}"
+    raise InputError(
+        f"{index.path}: duplicate key {describe_key(key)} at lines {', '.join(str(n) for n in sorted(at_lines))}{more}",
+        path=index.path,
+        line=first["line"],
+        key=describe_key(key),
     )
 
 
@@ -270,7 +273,10 @@ def _reject_missing(missing: pl.DataFrame, rollouts_path: Path, inputs_path: Pat
     first = missing.sort("rollout_line").row(0, named=True)
     others = missing.height - 1
     more = f" ({others} more rollouts have no input row)" if others else ""
-    raise ReverifyError(
+    raise InputError(
         f"{rollouts_path}:{first['rollout_line']}: rollout {describe_key((first['task'], first['rollout']))} "
-        f"has no matching row in the materialized inputs {inputs_path}{more}"
+        f"has no matching row in the materialized inputs {inputs_path}{more}",
+        path=rollouts_path,
+        line=first["rollout_line"],
+        key=describe_key((first["task"], first["rollout"])),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 
 TASK_FIELD = "_ng_task_index"
 ROLLOUT_FIELD = "_ng_rollout_index"
@@ -22,11 +22,15 @@ def row_key(row: dict[str, Any], path: Path | str, line_no: int) -> RolloutKey:
         # bool is an int subclass; `true` is not an index.
         if not isinstance(value, int) or isinstance(value, bool):
             found = "it is missing" if value is None else f"found {value!r}"
-            raise ReverifyError(f"{path}:{line_no}: `{field}` must be an integer ({found})")
+            raise InputError(f"{path}:{line_no}: `{field}` must be an integer ({found})", path=path, line=line_no)
         if value < 0:
-            raise ReverifyError(f"{path}:{line_no}: `{field}` must not be negative (found {value})")
+            raise InputError(
+                f"{path}:{line_no}: `{field}` must not be negative (found {value})", path=path, line=line_no
+            )
         if value > INDEX_MAX:
-            raise ReverifyError(f"{path}:{line_no}: `{field}` must fit in 64 bits (found {value})")
+            raise InputError(
+                f"{path}:{line_no}: `{field}` must fit in 64 bits (found {value})", path=path, line=line_no
+            )
     return task, rollout  # type: ignore[return-value]
 
 
@@ -36,9 +40,13 @@ def check_indexed_key(row: dict[str, Any], path: Path | str, line_no: int, index
     orjson, which parses rows, keeps the last."""
     found = row_key(row, path, line_no)
     if found != indexed:
-        raise ReverifyError(
+        raise InputError(
             f"{path}:{line_no}: the row's key is {describe_key(found)}, where the index gave {describe_key(indexed)}: "
-            f"the file changed after it was indexed (run again), or the row names {TASK_FIELD} or {ROLLOUT_FIELD} twice"
+            f"the file changed after it was indexed (run again), or the row names {TASK_FIELD} or {ROLLOUT_FIELD} "
+            "twice",
+            path=path,
+            line=line_no,
+            key=describe_key(found),
         )
 
 

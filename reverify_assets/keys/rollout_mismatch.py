@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.keys.rollout_identity import (
     ALLOW_FLAG,
     ALLOW_KEY,
@@ -53,7 +53,7 @@ def prompt_mismatch_error(
     *,
     shown: Callable[[Mapping[str, Any]], str] = prompt_text,
     advice: str = f"If the agent rewrites its prompt on purpose, pass {ALLOW_FLAG} (++{ALLOW_KEY}=true).",
-) -> ReverifyError:
+) -> InputError:
     """``headline``, then the first pairs that differ (in ``right``'s order: ``task``, ``rollout`` and each side's
     offset and line), the first pair's texts (``shown``: its prompt), ``left`` (-) against ``right`` (+), and
     ``advice``: how to let them through."""
@@ -68,8 +68,11 @@ def prompt_mismatch_error(
         shown(_row_at(right.path, pair[f"{right.column}_offset"])),
     )
     what = "response" if shown is response_text else "prompt"
-    return ReverifyError(
-        f"{headline} First: {keys}. The first's {what}, {left.name} (-) against {right.name} (+):\n{diff}\n{advice}"
+    return InputError(
+        f"{headline} First: {keys}. The first's {what}, {left.name} (-) against {right.name} (+):\n{diff}\n{advice}",
+        path=right.path,
+        line=pair[f"{right.column}_line"],
+        key=describe_key((pair["task"], pair["rollout"])),
     )
 
 

@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 
 from reverify_assets.config.topology import Topology
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError, ReverifyError
 from reverify_assets.files.positional_reader import PositionalReader
 from reverify_assets.metrics.accumulator import MetricsAccumulator
 from reverify_assets.metrics.names import MASK_SAMPLE
@@ -70,7 +70,7 @@ class LocalGroup(AgentGroup):
         try:
             self.accumulator.add(row)
         except ValueError as exc:
-            raise ReverifyError(f"aggregate metrics of {self.agent!r}: {exc}") from exc
+            raise InputError(f"aggregate metrics of {self.agent!r}: {exc}") from exc
 
     def write_entry(self, fp: IO[bytes], suffix_fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
         label = {"agent_ref": {"name": self.label}}

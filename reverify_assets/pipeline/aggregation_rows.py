@@ -26,7 +26,7 @@ from typing import IO, Any
 import orjson
 import polars as pl
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError, ReverifyError
 from reverify_assets.pipeline import aggregation_rows_process as child
 from reverify_assets.pipeline.aggregation_rows_process import BAD_ROW_EXIT, NO_MERGED_FILE, Rows
 from reverify_assets.pipeline.shard_merge import iter_rows, merged_rows
@@ -50,7 +50,7 @@ def rows_of_file(path: Path, *, in_process_below: int = IN_PROCESS_BELOW_BYTES) 
 
 
 def _rows_of_file_from_child(path: Path) -> Rows:
-    if not (yield from _rows_from_child(["file", str(path)], str(path))):
+    if not (yield from _rows_from_child(["file", str(path)], str(path), path)):
         yield from child.rows_of_file(path)
 
 
@@ -88,15 +88,16 @@ def _rows_of_shards_from_child(index: pl.DataFrame, shards: Sequence[Path], merg
         index.write_parquet(index_file)
         target = NO_MERGED_FILE if merged is None else str(staged)
         arguments = ["shards", str(index_file), target, *map(str, shards)]
-        if not (yield from _rows_from_child(arguments, f"{len(shards)} shard(s)")):
+        if not (yield from _rows_from_child(arguments, f"{len(shards)} shard(s)", None)):
             yield from _rows_of_shards_in_process(index, shards, merged)
             return
         if merged is not None:
             os.replace(staged, merged)
 
 
-def _rows_from_child(arguments: list[str], source: str) -> Generator[dict[str, Any], None, bool]:
-    """The child's rows; returns False, having given none, if the child could not be started."""
+def _rows_from_child(arguments: list[str], source: str, path: Path | None) -> Generator[dict[str, Any], None, bool]:
+    """The child's rows; returns False, having given none, if the child could not be started. ``source`` names
+    what it reads in an error; ``path``: the file it reads, if one."""
     with tempfile.TemporaryFile() as errors:
         read_end, write_end = os.pipe()
         with open(read_end, "rb", buffering=0) as pipe:
@@ -114,7 +115,7 @@ def _rows_from_child(arguments: list[str], source: str) -> Generator[dict[str, A
                 pipe.close()
                 _stop(process)
         if code != 0:
-            raise _failure(code, errors, source)
+            raise _failure(code, errors, source, path)
     return True
 
 
@@ -165,12 +166,14 @@ def _parsed_lines(pipe: IO[bytes]) -> Rows:
             yield loads(line)
 
 
-def _failure(code: int, errors: IO[bytes], source: str) -> ReverifyError:
+def _failure(code: int, errors: IO[bytes], source: str, path: Path | None) -> ReverifyError:
+    """``path``: the file the child read, when it read one."""
     errors.seek(0)
     # As the child wrote it: a file name that is not UTF-8 reads as in-process.
     said = errors.read().decode(errors="surrogateescape").strip()
     if code == BAD_ROW_EXIT:
-        return ReverifyError(said)
+        # The in-process reader's error, class, message and fields; or its message, if it gave no more.
+        return child.raised_error(said) or InputError(said, path=path)
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
     last = said.splitlines()[-1] if said else "nothing on stderr"
-    return ReverifyError(f"the process reading the rows of {source} for the aggregate {how}: {last}")
+    return InputError(f"the process reading the rows of {source} for the aggregate {how}: {last}", path=path)

@@ -1,9 +1,9 @@
 """The process that reads an aggregate's rows for ``aggregation_rows``: each row parsed, stripped
 (``strip_for_aggregation``) and written to stdout as one compact JSON line; shards merged on the way.
 
-It stops at the first bad row with the in-process reader's message on stderr and exit status
-``BAD_ROW_EXIT``, and at a closed stdout (the reader stopped) without a word, its merged file's temporary
-copy removed either way. A file source loads no polars.
+It stops at the first bad row with the in-process reader's error on stderr (pickled, for the parent to raise
+as it is: ``raised_error``) and exit status ``BAD_ROW_EXIT``, and at a closed stdout (the reader stopped) without
+a word, its merged file's temporary copy removed either way. A file source loads no polars.
 
     python -m reverify_assets.pipeline.aggregation_rows_process file PATH
     python -m reverify_assets.pipeline.aggregation_rows_process shards INDEX.parquet MERGED|- SHARD...
@@ -11,8 +11,10 @@ copy removed either way. A file source loads no polars.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pickle
 import sys
 from collections.abc import Generator
 from contextlib import closing
@@ -76,12 +78,26 @@ def main(arguments: list[str]) -> int:
             for row in rows:
                 out.write(compact_line(strip_for_aggregation(row)))
     except ReverifyError as exc:
-        # Bytes as they were: a file name that is not UTF-8 reads, in the parent, as the in-process reader says it.
-        sys.stderr.buffer.write(f"{exc}\n".encode(errors="surrogateescape"))
+        sys.stderr.buffer.write(error_record(exc))
         return BAD_ROW_EXIT
     except BrokenPipeError:
         return 1  # the reader stopped: nobody wants the rest
     return 0
+
+
+def error_record(exc: ReverifyError) -> bytes:
+    """``exc`` as one line, its class, message and fields, which ``raised_error`` makes the same error of (a file
+    name that is not UTF-8 comes back as it was)."""
+    return base64.b64encode(pickle.dumps(exc)) + b"\n"
+
+
+def raised_error(said: str) -> ReverifyError | None:
+    """The error the child raised, from its last line on stderr (``error_record``); None: ``said`` is a message."""
+    try:
+        error = pickle.loads(base64.b64decode(said.rsplit("\n", 1)[-1], validate=True))
+    except Exception:  # no record (an empty line, a message, a traceback): whatever it is, it says why
+        return None
+    return error if isinstance(error, ReverifyError) else None
 
 
 if __name__ == "__main__":

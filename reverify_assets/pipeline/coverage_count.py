@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import polars as pl
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.files.jsonl import read_row_at
 from reverify_assets.keys.rollout_keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
 from reverify_assets.keys.sorted_keys import first_row_of_each_key
@@ -95,8 +95,9 @@ class CoverageTally:
         """A scored row; ``group`` None for a row without a run label (no entry counts it)."""
         key = (row.get(TASK_FIELD, 0), row.get(ROLLOUT_FIELD, 0))
         if self._last is not None and key <= self._last:
-            raise ReverifyError(
-                f"aggregate metrics: row {describe_key(key)} out of key order (after {describe_key(self._last)})"
+            raise InputError(
+                f"aggregate metrics: row {describe_key(key)} out of key order (after {describe_key(self._last)})",
+                key=describe_key(key),
             )
         self._last = key
         self._failed.pop(key, None)  # failed once, scored later: scored

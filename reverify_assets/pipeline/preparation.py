@@ -18,7 +18,7 @@ from reverify_assets.config.fingerprint import verifier_config_hash
 from reverify_assets.config.implementations import check_implementation, runs_builtin
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.topology import Topology, read_topology
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.files.jsonl import JsonlLine
 from reverify_assets.gym.installation import find_installation
 from reverify_assets.gym.launch import server_folder
@@ -30,7 +30,7 @@ from reverify_assets.keys.key_index import (
     key_index_of,
     scan_keys,
 )
-from reverify_assets.keys.rollout_keys import RolloutKey
+from reverify_assets.keys.rollout_keys import RolloutKey, describe_key
 from reverify_assets.keys.route_fields import RouteTable, route_fields
 from reverify_assets.pipeline.config_secrets import config_secrets
 from reverify_assets.pipeline.replication import check_placement_fields
@@ -162,7 +162,12 @@ def rollouts_index_of(
 
         def has_a_response(entry: JsonlLine, key: RolloutKey) -> None:
             if not has_response(entry.row):
-                raise ReverifyError(f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}")
+                raise InputError(
+                    f"{path}:{entry.line_no}: {missing_response_message(entry.row, key)}",
+                    path=path,
+                    line=entry.line_no,
+                    key=describe_key(key),
+                )
 
         return scan_keys(
             path, check=has_a_response, limit=limit, reject_duplicates=reject_duplicates, with_prompts=True

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import REPLICAS_FIELD, ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError, ReverifyError
 from reverify_assets.verifier.launcher import STARTUP_TIMEOUT_FIELD, ServerFleet
 
 log = logging.getLogger("reverify")
@@ -32,10 +32,18 @@ def check_placement_fields(block: ServerBlock) -> None:
     """``replicas`` and ``startup_timeout_s``, read by the launcher: a bad value is a config error naming it."""
     given = block.fields.get(REPLICAS_FIELD)
     if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
-        raise ReverifyError(f"config: {block.named(REPLICAS_FIELD)} is {given!r}; it is a whole number >= 1")
+        raise ConfigError(
+            f"config: {block.named(REPLICAS_FIELD)} is {given!r}; it is a whole number >= 1",
+            key=block.config_key(REPLICAS_FIELD),
+            source=block.set_by(REPLICAS_FIELD),
+        )
     limit = block.fields.get(STARTUP_TIMEOUT_FIELD)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0):
-        raise ReverifyError(f"config: {block.named(STARTUP_TIMEOUT_FIELD)} is {limit!r}; it is a number of seconds > 0")
+        raise ConfigError(
+            f"config: {block.named(STARTUP_TIMEOUT_FIELD)} is {limit!r}; it is a number of seconds > 0",
+            key=block.config_key(STARTUP_TIMEOUT_FIELD),
+            source=block.set_by(STARTUP_TIMEOUT_FIELD),
+        )
 
 
 # Copies a block does not ask for are not worth starting for fewer rows. Measured on 2 cores with NeMo Gym's mcqa

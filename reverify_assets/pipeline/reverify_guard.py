@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ServerError
 from reverify_assets.files.dagster_home import probe_report_path
 
 SAFE_MODE = "stateless"
@@ -28,7 +28,7 @@ def enforce_guard(modes: Mapping[str, str], *, force: bool) -> bool:
     """True when the run must write ``unsafe_`` files; raises when it must not run at all."""
     unsafe = unsafe_servers(modes)
     if unsafe and not force:
-        raise ReverifyError(guard_message(unsafe))
+        raise ServerError(guard_message(unsafe), server=unsafe[0] if len(unsafe) == 1 else None)
     return bool(unsafe)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from reverify_assets.errors import ReverifyError, UsageError
+from reverify_assets.errors import InputError, StateError, UsageError
 from reverify_assets.files.names import aggregate_metrics_path, expand_input_glob, output_partition_key, sidecar_path
 from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealthCheck
@@ -66,7 +66,7 @@ def shard_files(input_glob: str, output: Path) -> ShardFiles:
     if not shards and named:
         return ShardFiles(named, in_place=True)
     if not shards:
-        raise ReverifyError(f"No shards matched {input_glob!r}")
+        raise InputError(f"No shards matched {input_glob!r}")
     return ShardFiles(shards, in_place=False)
 
 
@@ -118,7 +118,7 @@ def _aggregate(
     rows_by_config, first_file = configs_of(shards, counts)
     if (mixed := mixed_configs_message(rows_by_config, first_file)) is not None:
         if not allow_mixed_configs:
-            raise ReverifyError(mixed)
+            raise StateError(mixed)
         log.warning(
             "WARNING: --allow-mixed-configs: aggregating rows of %d verifier configs: %s",
             len(rows_by_config),

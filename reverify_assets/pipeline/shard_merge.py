@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.files.jsonl import READ_BUFFER_BYTES, AtomicWriter, parse_row, read_line_at
 from reverify_assets.keys.key_columns import scan_key_columns
 from reverify_assets.keys.key_index import KEY_COLUMNS, KeyIndex, key_index_of, scan_keys
@@ -50,9 +50,12 @@ def index_shards(shards: Sequence[Path], counts: CountsByShard | None = None) ->
     if not duplicates.is_empty():
         key = duplicates.row(0)
         first = merged.filter((pl.col("task") == key[0]) & (pl.col("rollout") == key[1])).head(2).rows(named=True)
-        raise ReverifyError(
+        raise InputError(
             f"key {describe_key(key)} is in two shards: {shards[first[0]['shard']]}:{first[0]['line']} and "
-            f"{shards[first[1]['shard']]}:{first[1]['line']}"
+            f"{shards[first[1]['shard']]}:{first[1]['line']}",
+            path=shards[first[0]["shard"]],
+            line=first[0]["line"],
+            key=describe_key(key),
         )
     return merged
 

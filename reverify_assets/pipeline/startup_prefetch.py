@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import OutputError
 from reverify_assets.files.atomic import move_into_place, write_parquet_atomic
 from reverify_assets.keys.key_columns import WHOLE_FILE, FilePart, KeyColumns
 from reverify_assets.keys.key_index import KeyIndex
@@ -386,6 +386,6 @@ def _index_and_write_inputs(
     try:
         write_parquet_atomic(inputs_index_frame(index), file)
     except OSError as exc:
-        raise ReverifyError(f"cannot write the key index of {path} to {file}: {exc}") from exc
+        raise OutputError(f"cannot write the key index of {path} to {file}: {exc}", path=file) from exc
     for_the_join.put(index)
     return WrittenInputsIndex(file, index.keys.rows, index.routes)

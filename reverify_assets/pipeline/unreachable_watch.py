@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ServerError
 
 # How the errors of failing to connect read, from aiohttp, httpx, the OpenAI client and the OS.
 CONNECT_FAILURE_MARKERS = (
@@ -31,7 +31,7 @@ def is_connect_failure(message: str) -> bool:
     return any(marker in message for marker in CONNECT_FAILURE_MARKERS)
 
 
-class ServerCannotConnect(ReverifyError):
+class ServerCannotConnect(ServerError):
     pass
 
 
@@ -57,5 +57,6 @@ class UnreachableWatch:
             raise ServerCannotConnect(
                 f"the first {failed} rows verified by resources server {server!r} all failed to connect "
                 f"({failure_class}): {message}. The run stops here; the rows settled so far are kept (these in the "
-                "failures sidecar, not terminal): once what it connects to is up, run the same command with --resume"
+                "failures sidecar, not terminal): once what it connects to is up, run the same command with --resume",
+                server=server,
             )

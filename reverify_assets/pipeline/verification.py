@@ -17,7 +17,7 @@ import polars as pl
 
 from reverify_assets.config.judge_prices import judge_prices
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ServerError
 from reverify_assets.files.names import RunFiles
 from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.keys.sorted_output import sort_by_key
@@ -211,8 +211,12 @@ async def _cancelled(task: asyncio.Task[None]) -> None:
 
 async def _reverify_modes(clients: Mapping[str, VerifierClient]) -> dict[str, str]:
     names = sorted(clients)
-    try:
-        modes = await asyncio.gather(*(clients[name].reverify_mode() for name in names))
-    except ConnectionError as exc:
-        raise ReverifyError(f"cannot reach a resources server: {exc}") from exc
+    modes = await asyncio.gather(*(_reverify_mode(name, clients[name]) for name in names))
     return dict(zip(names, modes, strict=True))
+
+
+async def _reverify_mode(name: str, client: VerifierClient) -> str:
+    try:
+        return await client.reverify_mode()
+    except ConnectionError as exc:
+        raise ServerError(f"cannot reach a resources server: {exc}", server=name) from exc

@@ -19,7 +19,7 @@ import orjson
 import polars as pl
 
 from reverify_assets.compare.stored_flips import StoredRewardFlips
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ServerError
 from reverify_assets.files.jsonl import LineAppender
 from reverify_assets.files.names import RunFiles
 from reverify_assets.keys.rollout_keys import RolloutKey, describe_key
@@ -122,9 +122,10 @@ def _settle_stored(
     # stops the run with its file and line; the others go to the sidecar, as a failed /verify would.
     pair = pairs.read(planned.key, planned.input_at, planned.rollout_at)
     if outcome.stale:
-        raise ReverifyError(
+        raise ServerError(
             f"the server could not make a verify request of the stored rows of {describe_key(planned.key)}, "
-            f"which this run reads without fault: {outcome.error}"
+            f"which this run reads without fault: {outcome.error}",
+            server=server,
         )
     routed = route_verify_failure(pair.payload, planned.key, outcome.error or "unknown error", stamp)
     return _Settled(planned.key, routed, pair.stored_reward, pair.stored_masked, server)

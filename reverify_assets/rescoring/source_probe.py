@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 from reverify_assets.compare.probe_report import ProbeReport
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.files.dagster_home import DEFAULT_PROBE_SAMPLE, probe_report_path
 from reverify_assets.files.jsonl import write_json_atomic
 from reverify_assets.pipeline.preparation import VerifierSetup
@@ -19,7 +19,7 @@ def probe_first_source(spec: RescoringSpec, setup: VerifierSetup) -> tuple[Probe
     """The report, also kept where ``reverify run --force`` of the same config finds it, and its path."""
     sources = discover_sources(spec)
     if not sources:
-        raise ReverifyError(f"rescoring {spec.name!r} has no source to probe yet")
+        raise StateError(f"rescoring {spec.name!r} has no source to probe yet")
     source = sources[0]
     kept = probe_report_path(setup.config_hash)
     kept.parent.mkdir(parents=True, exist_ok=True)

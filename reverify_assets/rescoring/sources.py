@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.files.names import MATERIALIZED_INPUTS_SUFFIX
 from reverify_assets.rescoring.shard_keys import source_id
 from reverify_assets.rescoring.spec import RescoringSpec
@@ -43,9 +43,10 @@ def discover_sources(spec: RescoringSpec) -> list[Source]:
     by_id: dict[str, Path] = {}
     for source in found:
         if (other := by_id.setdefault(source.id, source.rollouts)) != source.rollouts:
-            raise ReverifyError(
+            raise InputError(
                 f"rescoring {spec.name!r}: {other} and {source.rollouts} both become shard source {source.id!r}; "
-                "rename one of their folders (shard keys keep only letters, digits, '_' and '-')"
+                "rename one of their folders (shard keys keep only letters, digits, '_' and '-')",
+                path=source.rollouts,
             )
     return found
 

@@ -30,7 +30,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError, UsageError
 
 RESCORINGS_DIR = Path("configs") / "rescorings"
 # No "__": it joins a rescoring's name to a variant's in group, op and job names.
@@ -130,20 +130,28 @@ def load_rescoring(path: Path, root: Path) -> RescoringSpec:
     try:
         raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     except Exception as exc:  # yaml and OmegaConf raise several types; all mean "not valid YAML"
-        raise ReverifyError(f"rescoring {path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"rescoring {path}: not valid YAML: {exc}", source=str(path)) from exc
     if not isinstance(raw, dict):
-        raise ReverifyError(f"rescoring {path}: must hold a mapping")
+        raise ConfigError(f"rescoring {path}: must hold a mapping", source=str(path))
     try:
         spec = RescoringSpec.model_validate({**raw, "name": path.stem, "root": root})
     except ValidationError as exc:
-        raise ReverifyError(f"rescoring {path}: {_describe(exc)}") from exc
+        raise ConfigError(f"rescoring {path}: {_describe(exc)}", key=_first_field(exc), source=str(path)) from exc
     for config in spec.config_paths:
         if not config.is_file():
-            raise ReverifyError(f"rescoring {path}: field `verifier.config`: file not found: {config}")
+            raise ConfigError(
+                f"rescoring {path}: field `verifier.config`: file not found: {config}",
+                key="verifier.config",
+                source=str(path),
+            )
     for name, variant in spec.variants.items():
         for config in (spec.path(p) for p in variant.config):
             if not config.is_file():
-                raise ReverifyError(f"rescoring {path}: field `variants.{name}.config`: file not found: {config}")
+                raise ConfigError(
+                    f"rescoring {path}: field `variants.{name}.config`: file not found: {config}",
+                    key=f"variants.{name}.config",
+                    source=str(path),
+                )
     return spec
 
 
@@ -155,9 +163,11 @@ def load_rescorings(root: Path) -> list[RescoringSpec]:
         # Shard files are named by source and config, not by rescoring: sharing a folder would mix results.
         owner = owners.setdefault(spec.outputs.resolve(), spec.name)
         if owner != spec.name:
-            raise ReverifyError(
+            raise ConfigError(
                 f"rescoring {folder / f'{spec.name}.yaml'}: field `output_dir`: {spec.output_dir} is already the "
-                f"output_dir of rescoring {owner!r}; give each rescoring its own"
+                f"output_dir of rescoring {owner!r}; give each rescoring its own",
+                key="output_dir",
+                source=str(folder / f"{spec.name}.yaml"),
             )
     return specs
 
@@ -166,13 +176,22 @@ def find_rescoring(root: Path, name: str) -> RescoringSpec:
     path = root / RESCORINGS_DIR / f"{name}.yaml"
     if not path.is_file():
         known = [spec.name for spec in load_rescorings(root)]
-        raise ReverifyError(f"no rescoring {name!r} in {root / RESCORINGS_DIR} (known: {known})")
+        raise UsageError(f"no rescoring {name!r} in {root / RESCORINGS_DIR} (known: {known})")
     return load_rescoring(path, root)
 
 
 def _describe(exc: ValidationError) -> str:
     def field(error: Any) -> str:
-        location = ".".join(str(part) for part in error["loc"])
+        location = _location(error)
         return f"field `{location}`: {error['msg']}" if location else error["msg"]
 
     return "; ".join(field(error) for error in exc.errors())
+
+
+def _first_field(exc: ValidationError) -> str | None:
+    """The dotted key of the first field ``_describe`` names; None: the file as a whole."""
+    return _location(exc.errors()[0]) or None
+
+
+def _location(error: Any) -> str:
+    return ".".join(str(part) for part in error["loc"])

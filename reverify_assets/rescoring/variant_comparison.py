@@ -17,7 +17,7 @@ from reverify_assets.compare.comparison import CompareRequest, compare_scorings
 from reverify_assets.compare.key_metrics import HookChoice
 from reverify_assets.compare.markdown import render_markdown
 from reverify_assets.compare.report import CompareReport
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.files.jsonl import AtomicWriter, write_json_atomic
 
 # `reverify compare`'s defaults: the same merged outputs give the same interval from the asset and the CLI.
@@ -65,9 +65,10 @@ def compare_pair(pair: VariantPair, folder: Path, hooks: HookChoice) -> PairComp
     side scored by several verifier configs (:class:`MixedConfigsError`) before writing anything."""
     for variant, output in ((pair.baseline, pair.baseline_output), (pair.candidate, pair.candidate_output)):
         if not output.is_file():
-            raise ReverifyError(
+            raise StateError(
                 f"variant {variant!r} has no merged output for its current verifier config ({output}): "
-                "materialize its aggregate_metrics first"
+                "materialize its aggregate_metrics first",
+                path=output,
             )
     files = PairFiles.under(folder, pair)
     comparison = compare_scorings(

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError, WriteError
+from reverify_assets.errors import OutputError, StateError, WriteError
 from reverify_assets.files.names import RunFiles
 from reverify_assets.files.output_lock import lock_file
 from reverify_assets.files.output_tail import TailRepair, repair_unterminated_tail
@@ -72,9 +72,10 @@ def check_fresh_output(files: RunFiles, *, overwrite: bool) -> None:
         return
     for path in (files.output, files.sidecar):
         if path.exists():
-            raise ReverifyError(
+            raise OutputError(
                 f"Output file already exists: '{path}'. Pass --overwrite to delete it and start fresh, "
-                "or --resume to continue from it."
+                "or --resume to continue from it.",
+                path=path,
             )
 
 
@@ -137,9 +138,10 @@ def check_resumed_configs(files: RunFiles, cache: CacheStatus, config_hash: str,
     found = ", ".join(f"{config} ({rows} rows)" for config, rows in sorted(others.items(), key=lambda kv: -kv[1]))
     message = f"{files.output} holds rows scored by other verifier configs than this run's {config_hash}: {found}"
     if not policy.allow_mixed_configs:
-        raise ReverifyError(
+        raise StateError(
             f"{message}. Resuming would mix graders in one output: run with the config that began it, start "
-            "again with --overwrite, or pass --allow-mixed-configs (each row keeps its reverify_provenance)."
+            "again with --overwrite, or pass --allow-mixed-configs (each row keeps its reverify_provenance).",
+            path=files.output,
         )
     log.warning("WARNING: %s; continuing because --allow-mixed-configs was given.", message)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 from reverify_assets.files.jsonl import JsonlLine
 from reverify_assets.keys.key_index import KEY_COLUMNS, scan_keys
 from reverify_assets.keys.rollout_keys import RolloutKey
@@ -32,7 +32,10 @@ def max_attempts_from(flag: int | None) -> int:
         return flag
     raw = os.environ.get(MAX_ATTEMPTS_ENV) or str(DEFAULT_MAX_ATTEMPTS)
     if not raw.isdigit() or int(raw) < 1:
-        raise ReverifyError(f"environment variable {MAX_ATTEMPTS_ENV}={raw!r} must be a whole number of at least 1")
+        raise ConfigError(
+            f"environment variable {MAX_ATTEMPTS_ENV}={raw!r} must be a whole number of at least 1",
+            key=MAX_ATTEMPTS_ENV,
+        )
     return int(raw)
 
 

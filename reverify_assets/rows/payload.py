@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.keys.rollout_keys import RolloutKey, describe_key
 
 # Fields of the rollout that travel with the response; the old reward and stamps never do.
@@ -14,7 +14,7 @@ TASKSET_ONLY_FIELDS = ("task_id", "task_input")
 
 def build_verify_payload(input_row: dict[str, Any], rollout_row: dict[str, Any], key: RolloutKey) -> dict[str, Any]:
     if not has_response(rollout_row):
-        raise ReverifyError(missing_response_message(rollout_row, key))
+        raise InputError(missing_response_message(rollout_row, key), key=describe_key(key))
     task_input = input_row.get("task_input")
     payload = _flatten_taskset_row(input_row, task_input, key) if isinstance(task_input, dict) else dict(input_row)
     for field in ROLLOUT_FIELDS_KEPT:
@@ -39,14 +39,17 @@ def _flatten_taskset_row(row: dict[str, Any], task_input: dict[str, Any], key: R
     payload = {name: value for name, value in row.items() if name not in TASKSET_ONLY_FIELDS}
     task_data = task_input.get("task_data") or {}
     if not isinstance(task_data, dict):
-        raise ReverifyError(f"input row {describe_key(key)}: `task_input.task_data` must be an object")
+        raise InputError(
+            f"input row {describe_key(key)}: `task_input.task_data` must be an object", key=describe_key(key)
+        )
     extra = {name: value for name, value in task_input.items() if name != "task_data"}
     for source in (task_data, extra):
         for name, value in source.items():
             if name in payload and payload[name] != value:
-                raise ReverifyError(
+                raise InputError(
                     f"input row {describe_key(key)}: field {name!r} has different values inside and outside "
-                    "`task_input`"
+                    "`task_input`",
+                    key=describe_key(key),
                 )
             payload[name] = value
     return payload

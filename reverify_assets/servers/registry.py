@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.known_fields import model_field_names, unknown_field_problems
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 from reverify_assets.servers.protocol import MetricsHooks, ResourcesServer
 
 
@@ -43,16 +43,19 @@ def validate_builtin_block(block: ServerBlock) -> BaseModel:
     is a field its server does not know (``known_fields``)."""
     builtin = BUILTIN_SERVERS.get(block.type)
     if builtin is None:
-        raise ReverifyError(
+        raise ConfigError(
             f"config: resources server {block.named()} has type {block.type!r}, which is not built in "
-            f"(built in: {sorted(BUILTIN_SERVERS)}); give it a `url:` of a running NeMo-Gym-compatible server"
+            f"(built in: {sorted(BUILTIN_SERVERS)}); give it a `url:` of a running NeMo-Gym-compatible server",
+            key=block.config_key(),
+            source=block.set_by(),
         )
     model = builtin.config_model()
     try:
         config = model.model_validate(dict(block.fields))
     except ValidationError as exc:
         problems = "; ".join(f"{block.named(*err['loc'])}: {err['msg']}" for err in exc.errors())
-        raise ReverifyError(f"config: {problems}") from exc
+        first = exc.errors()[0]["loc"]  # a ValidationError holds one error at least
+        raise ConfigError(f"config: {problems}", key=block.config_key(*first), source=block.set_by(*first)) from exc
     # After the model's own checks: a key pasted into the config gets the model's message, not a spelling hint.
     check_known_fields(block)
     return config
@@ -62,7 +65,7 @@ def check_known_fields(block: ServerBlock) -> None:
     """A field that the built-in server of the block's type does not know is a config error. It applies to NeMo
     Gym's own server of that type too (``implementation: nemo_gym``), which has the same fields and ignores others."""
     if unknown := unknown_field_problems(block, model_field_names(BUILTIN_SERVERS[block.type].config_model())):
-        raise ReverifyError(f"config: {'; '.join(unknown)}")
+        raise ConfigError(f"config: {'; '.join(unknown)}", key=block.config_key())
 
 
 def builtin_metrics_hooks(block: ServerBlock) -> MetricsHooks | None:

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError, ReverifyError
 from reverify_assets.keys.rollout_keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
 from reverify_assets.rows.payload import build_verify_payload
 from reverify_assets.rows.routed_row import JUDGE_SPEND_FIELDS, route_result
@@ -99,17 +99,17 @@ async def reverify_stored(
 def stored_pair(item: Any) -> tuple[RolloutKey, dict[str, Any], dict[str, Any]]:
     """The key, verify request and rollout row of ``[task, rollout, input row, rollout row]``."""
     if not isinstance(item, list) or len(item) != 4:
-        raise ReverifyError("each row must be [task, rollout, input row, rollout row]")
+        raise InputError("each row must be [task, rollout, input row, rollout row]")
     task, rollout, input_row, rollout_row = item
     if not (_is_index(task) and _is_index(rollout)):
-        raise ReverifyError("the task and rollout of a row must be integers")
+        raise InputError("the task and rollout of a row must be integers")
     key = (task, rollout)
     for name, row in (("input", input_row), ("rollout", rollout_row)):
         if not isinstance(row, dict):
-            raise ReverifyError(f"the {name} row of {describe_key(key)} is not a JSON object")
+            raise InputError(f"the {name} row of {describe_key(key)} is not a JSON object", key=describe_key(key))
         found = (row.get(TASK_FIELD), row.get(ROLLOUT_FIELD))
         if not all(map(_is_index, found)) or found != key:
-            raise ReverifyError(f"the {name} row is not the row of {describe_key(key)}")
+            raise InputError(f"the {name} row is not the row of {describe_key(key)}", key=describe_key(key))
     return key, build_verify_payload(input_row, rollout_row, key), rollout_row
 
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 import aiohttp
 import orjson
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ServerError
 from reverify_assets.processes import secrets as process_secrets
 from reverify_assets.rows.adaptive_limit import AdaptiveLimit, Slot
 from reverify_assets.rows.result_routing import Destination
@@ -61,12 +61,11 @@ class StoredRowOutcome:
     stale: bool = False  # the two stored rows did not make a verify request for their key (HTTP 409)
 
 
-class AggregateMetricsFailed(ReverifyError):
+class AggregateMetricsFailed(ServerError):
     """A server's ``/aggregate_metrics`` gave no metrics, after every attempt worth making."""
 
     def __init__(self, server: str, url: str, reason: str) -> None:
-        super().__init__(f"resources server {server!r} gave no aggregate metrics: POST {url}: {reason}")
-        self.server = server
+        super().__init__(f"resources server {server!r} gave no aggregate metrics: POST {url}: {reason}", server=server)
 
 
 class VerifierClient:

@@ -37,7 +37,7 @@ import orjson
 
 from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ServerError
 from reverify_assets.gym.installation import NemoGymInstallation, find_installation
 from reverify_assets.gym.launch import gym_server_command
 from reverify_assets.gym.server_config import LOOPBACK, model_identity
@@ -135,7 +135,7 @@ class ServerFleet:
 
     def replica_url(self, child: _Child) -> str | None:
         """The URL of a copy from ``add_replicas`` once it answers, None while it starts (without waiting: an
-        event loop asks again later); a ReverifyError when it exited or did not answer in time."""
+        event loop asks again later); a ServerError when it exited or did not answer in time."""
         if all(_ready_now(server) for server in [*child.companions, child]):
             return child.url
         return None
@@ -224,9 +224,10 @@ def _spawn_cache_proxy(model: ServerBlock, target: str, cache: Path) -> _Child:
     line = process.stdout.readline() if ready else b""
     if not line.startswith(READY_PREFIX.encode()):
         _stop([proxy])
-        raise ReverifyError(
+        raise ServerError(
             f"the judge-call cache's proxy for model server {model.instance!r} did not start (run with "
-            f"--no-judge-cache to do without it). The last lines of its output:\n{_tail(stderr) or '(empty)'}"
+            f"--no-judge-cache to do without it). The last lines of its output:\n{_tail(stderr) or '(empty)'}",
+            server=model.instance,
         )
     proxy.url, proxy.ready = line.decode().strip().removeprefix(READY_PREFIX), True
     return proxy
@@ -293,9 +294,11 @@ def _await_ready(child: _Child, config: Mapping[str, Any], judge_cache: Path | N
         except _PortTaken as taken:
             _stop([child])
             if attempt == PORT_TRIES - 1:
-                raise ReverifyError(
+                raise ServerError(
                     f"NeMo Gym's {child.block.type} server for {child.block.instance!r} found its port taken "
-                    f"{PORT_TRIES} times; the last log: {taken.log_path}"
+                    f"{PORT_TRIES} times; the last log: {taken.log_path}",
+                    server=child.block.instance,
+                    path=taken.log_path,
                 ) from None
             child = _spawn_gym(child.block, config, judge_cache)
     raise AssertionError("unreachable: the last attempt returns or raises")
@@ -313,9 +316,9 @@ def _startup_limit(block: ServerBlock, builtin: bool) -> float:
     return float(block.fields.get(STARTUP_TIMEOUT_FIELD) or (BUILTIN_STARTUP_S if builtin else GYM_STARTUP_S))
 
 
-class _PortTaken(ReverifyError):
-    def __init__(self, log_path: Path | None) -> None:
-        super().__init__(f"its port was taken (log {log_path})")
+class _PortTaken(ServerError):
+    def __init__(self, log_path: Path | None, server: str | None = None) -> None:
+        super().__init__(f"its port was taken (log {log_path})", server=server, path=log_path)
         self.log_path = log_path
 
 
@@ -342,19 +345,23 @@ def _ready_now(child: _Child) -> bool:
         return True
     limit = _startup_limit(child.block, builtin)
     if time.monotonic() > child.wait_from + limit:
-        raise ReverifyError(
+        raise ServerError(
             f"{_described(child)} did not answer{f' at {child.url}' if child.url else ''} within {limit:.0f} s "
-            f"(the limit: {child.block.named(STARTUP_TIMEOUT_FIELD)}). {_last_lines(child)}"
+            f"(the limit: {child.block.named(STARTUP_TIMEOUT_FIELD)}). {_last_lines(child)}",
+            server=child.block.instance,
+            path=child.log_path,
         )
     return False
 
 
-def _exited(child: _Child) -> ReverifyError:
+def _exited(child: _Child) -> ServerError:
     tail = _tail(child.output)
     if child.url is not None and PORT_TAKEN in tail.lower() and child.url.rsplit(":", 1)[-1] in tail:
-        return _PortTaken(child.log_path)  # its own port, not one it opened later
-    return ReverifyError(
-        f"{_described(child)} exited with code {child.process.returncode} before it answered. {_last_lines(child)}"
+        return _PortTaken(child.log_path, child.block.instance)  # its own port, not one it opened later
+    return ServerError(
+        f"{_described(child)} exited with code {child.process.returncode} before it answered. {_last_lines(child)}",
+        server=child.block.instance,
+        path=child.log_path,
     )
 
 
