@@ -17,7 +17,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from reverify_assets.errors import ReverifyError, StateError, UsageError
+from reverify_assets.errors import ConfigError, ReverifyError, StateError
 from reverify_assets.processes.lifelines import die_with_parent
 
 STOP_S = 8.0
@@ -30,7 +30,7 @@ def start_ui(project: Path, port: int) -> None:
 
     workspace = project / "workspace.yaml"
     if not workspace.is_file():
-        raise UsageError(f"no workspace.yaml in {project.resolve()} (pass --project)")
+        raise ConfigError(f"no workspace.yaml in {project.resolve()} (pass --project)", source=str(workspace))
     home = ensure_dagster_home()
     _register_ui_output(project)
     dagster = Path(sys.executable).with_name("dagster")

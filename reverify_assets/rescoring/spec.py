@@ -30,7 +30,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from reverify_assets.errors import ConfigError, UsageError
+from reverify_assets.errors import ConfigError
 
 RESCORINGS_DIR = Path("configs") / "rescorings"
 # No "__": it joins a rescoring's name to a variant's in group, op and job names.
@@ -176,7 +176,7 @@ def find_rescoring(root: Path, name: str) -> RescoringSpec:
     path = root / RESCORINGS_DIR / f"{name}.yaml"
     if not path.is_file():
         known = [spec.name for spec in load_rescorings(root)]
-        raise UsageError(f"no rescoring {name!r} in {root / RESCORINGS_DIR} (known: {known})")
+        raise ConfigError(f"no rescoring {name!r} in {root / RESCORINGS_DIR} (known: {known})", source=str(path))
     return load_rescoring(path, root)
 
 
