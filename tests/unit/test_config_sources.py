@@ -11,7 +11,7 @@ from reverify_assets.config.loading import load_config
 from reverify_assets.config.server_url import url_problem
 from reverify_assets.config.sources import DEFAULT, NOT_SET, UNTRACKED
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 from reverify_assets.pipeline.preparation import load_verifier_setup
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 
@@ -84,78 +84,88 @@ def test_a_config_built_in_code_names_the_path_alone() -> None:
 
 
 @pytest.mark.parametrize(
-    ("texts", "overrides", "expected"),
+    ("texts", "overrides", "key", "source", "words"),
     [
         # Every error that names a config path names the file or override that set it.
-        (
+        (  # an unknown field: its error's key is the block's, with no source; the field's are in words only
             [MCQA + "      grading_mode: null\n", MCQA + "      grading_mdoe: x\n"],
             [],
+            MCQA_BLOCK,
+            None,
             "`mcqa.resources_servers.mcqa.grading_mdoe` (set in <b>) is not a field",
         ),
-        ([MCQA + "      grading_mode: x\n"], [], f"`{MCQA_BLOCK}.grading_mode` (set in <a>): Input should be"),
-        (
-            [MCQA + "      replicas: 2\n", MCQA + "      replicas: 0\n"],
-            [],
-            f"`{MCQA_BLOCK}.replicas` (set in <b>) is 0",
-        ),
+        ([MCQA + "      grading_mode: x\n"], [], f"{MCQA_BLOCK}.grading_mode", "<a>", None),
+        ([MCQA + "      replicas: 2\n", MCQA + "      replicas: 0\n"], [], f"{MCQA_BLOCK}.replicas", "<b>", None),
         (
             [MCQA + "      startup_timeout_s: 1\n"],
-            ["++mcqa.resources_servers.mcqa.startup_timeout_s=-1"],
-            "(set by ++mcqa.resources_servers.mcqa.startup_timeout_s on the command line) is -1",
+            [f"++{MCQA_BLOCK}.startup_timeout_s=-1"],
+            f"{MCQA_BLOCK}.startup_timeout_s",
+            f"++{MCQA_BLOCK}.startup_timeout_s",
+            None,
         ),
-        ([MCQA + "      implementation: nemo\n"], [], f"`{MCQA_BLOCK}.implementation` (set in <a>) is 'nemo'"),
-        ([MCQA + "      url: localhost:8000\n"], [], f"`{MCQA_BLOCK}.url` (set in <a>) is 'localhost:8000'"),
+        ([MCQA + "      implementation: nemo\n"], [], f"{MCQA_BLOCK}.implementation", "<a>", None),
+        ([MCQA + "      url: localhost:8000\n"], [], f"{MCQA_BLOCK}.url", "<a>", None),
         (
             [
                 MCQA + "      grading_mode: null\n",
                 "ag:\n  responses_api_agents:\n    s: {resources_server: {name: gone}}\n",
             ],
             [],
-            "`ag.responses_api_agents.s.resources_server.name` (set in <b>) names resources server 'gone'",
+            "ag.responses_api_agents.s.resources_server.name",
+            "<b>",
+            None,
         ),
         (
             [MCQA + "      implementation: nemo_gym\n", "nemo_gym_python: /no/such/python\n"],
             [],
-            "config key `nemo_gym_python` (set in <b>) names /no/such/python, which is not an executable Python",
+            "nemo_gym_python",
+            "<b>",
+            None,
         ),
         (
             [MCQA + "      grading_mode: null\n", "mcqa:\n  resource_servers:\n    mcqa: {grading_mode: x}\n"],
             [],
-            "`mcqa.resource_servers` (set in <b>) is not a kind of server block (did you mean `resources_servers`?)",
+            "mcqa.resource_servers",
+            "<b>",
+            "(did you mean `resources_servers`?)",
         ),
-        (
+        (  # each of the two servers, with its own file
             [MCQA + "      grading_mode: null\n", "mcqa:\n  resources_servers:\n    mcq: {grading_mode: x}\n"],
             [],
-            "`mcqa.resources_servers` declares 2 servers, where a block declares one: "
+            "mcqa.resources_servers",
+            "<b>",
             f"`{MCQA_BLOCK}` (set in <a>), `mcqa.resources_servers.mcq` (set in <b>)",
         ),
-        (
+        (  # no one key is at fault: each server, with its own file
             [MCQA + "      grading_mode: null\n", "judge:\n  resources_servers:\n    equivalence_judge: {}\n"],
             [],
-            f"no agent blocks to route rows by: `{MCQA_BLOCK}` (set in <a>), "
-            "`judge.resources_servers.equivalence_judge` (set in <b>)",
+            None,
+            None,
+            f"`{MCQA_BLOCK}` (set in <a>), `judge.resources_servers.equivalence_judge` (set in <b>)",
         ),
-        (
+        (  # where the interpolation is written, and that nobody sets what it names
             [MCQA + "      grading_mode: ${nowhere}\n"],
             [],
-            f"`{MCQA_BLOCK}.grading_mode` (set in <a> as `${{nowhere}}`; `nowhere` {NOT_SET}) cannot resolve "
-            "interpolation: Interpolation key 'nowhere' not found",
+            f"{MCQA_BLOCK}.grading_mode",
+            "<a>",
+            f"(set in <a> as `${{nowhere}}`; `nowhere` {NOT_SET})",
         ),
         (
             ["judge:\n  resources_servers:\n    equivalence_judge: {judge_base_url: 'http://'}\n"],
             [],
-            "`judge.resources_servers.equivalence_judge.judge_base_url` (set in <a>): Value error, 'http://': "
-            "it names no host",
+            "judge.resources_servers.equivalence_judge.judge_base_url",
+            "<a>",
+            None,
         ),
     ],
 )
 def test_config_errors_name_the_file_that_set_the_value(
-    tmp_path: Path, texts: list[str], overrides: list[str], expected: str
+    tmp_path: Path, texts: list[str], overrides: list[str], key: str | None, source: str | None, words: str | None
 ) -> None:
-    with pytest.raises(ReverifyError) as caught:
+    with pytest.raises(ConfigError) as caught:
         load_verifier_setup(write_files(tmp_path, texts), overrides)
-    assert caught.value.exit_code == 1
-    assert said(tmp_path, expected) in str(caught.value)
+    assert (caught.value.key, caught.value.source) == (key, source and said(tmp_path, source))
+    assert words is None or said(tmp_path, words) in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -202,11 +212,13 @@ def test_a_judge_model_server_url_is_checked_too() -> None:
         "m": {"responses_api_models": {"openai_model": {"url": "m:8000"}}},
     }
     block = ServerBlock("judge", "equivalence_llm_judge", config["judge"]["resources_servers"]["equivalence_llm_judge"])
-    with pytest.raises(ReverifyError, match=r"`m\.responses_api_models\.openai_model\.url` is 'm:8000'"):
+    with pytest.raises(ConfigError) as caught:
         block.referenced_models(config)
+    assert caught.value.key == "m.responses_api_models.openai_model.url"
 
 
 def test_the_judge_base_url_is_a_url() -> None:
-    with pytest.raises(ValueError, match="did you mean `http://localhost:8765`"):
+    with pytest.raises(ValueError) as caught:
         EquivalenceJudgeConfig(judge_base_url="localhost:8765")
+    assert "did you mean `http://localhost:8765`" in str(caught.value)
     assert EquivalenceJudgeConfig(judge_base_url="https://api.openai.com/v1").judge_base_url.endswith("/v1")

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from reverify_assets.config.topology import read_topology
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.metrics.coverage import (
     ORIGINAL,
     Coverage,
@@ -347,8 +347,9 @@ def test_no_row_of_any_kind_writes_no_file(tmp_path: Path) -> None:
 
 def test_rows_out_of_key_order_are_refused(tmp_path: Path) -> None:
     config = {"svc": {"resources_servers": {"remote": {"url": "http://127.0.0.1:9"}}}}
-    with pytest.raises(ReverifyError, match=r"row \(task 0, rollout 0\) out of key order"):
+    with pytest.raises(InputError) as caught:
         aggregate(tmp_path, [row(1), row(0)], CoverageSources(), config)
+    assert caught.value.key == "(task 0, rollout 0)"
 
 
 def test_sidecars_are_named_once_and_only_when_they_exist(tmp_path: Path) -> None:

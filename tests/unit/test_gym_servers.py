@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from reverify_assets.config.implementations import BUILTIN_TYPES
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError, ServerError
 from reverify_assets.gym import installation as installation_module
 from reverify_assets.gym.installation import (
     PYTHON_ENV,
@@ -72,8 +72,9 @@ def test_a_server_names_its_requirements_as_nemo_gym_reads_them(
 
 def test_a_broken_pyproject_is_an_error_naming_it(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[project\n")
-    with pytest.raises(ReverifyError, match=r"pyproject.toml is not valid TOML"):
+    with pytest.raises(ServerError) as caught:
         server_requirements(tmp_path)
+    assert caught.value.path == tmp_path / "pyproject.toml"
 
 
 SERVER = {"mcqa": {"resources_servers": {"mcqa": {"entrypoint": "app.py", "grading_mode": None}}}}
@@ -211,36 +212,35 @@ def test_a_nemo_gym_checkout_is_found_from_its_own_folder(bare: Path) -> None:
 
 
 def test_with_nothing_found_it_says_where_it_looked_and_how_to_point_to_it(bare: Path) -> None:
-    with pytest.raises(ReverifyError) as error:
+    with pytest.raises(ConfigError) as error:
         find_installation({}, cwd=bare)
+    assert error.value.key == "nemo_gym_python"
+    # Where it looked and how to point to it are the point: they are in words.
     message = str(error.value)
-    assert "cannot find a Python that has nemo_gym" in message
     assert "`gym` on PATH: not found" in message
     assert f"{bare / '.venv' / 'bin' / 'python'}: not there" in message
     assert "nemo_gym_python: /path/to/python" in message and "$REVERIFY_NEMO_GYM_PYTHON" in message
 
 
 @pytest.mark.parametrize(
-    ("setting", "message"),
+    ("setting", "key"),
     [
-        (
-            {"nemo_gym_python": "/no/such/python"},
-            r"config key `nemo_gym_python` names /no/such/python, which is not an",
-        ),
-        ("without nemo_gym", r"which cannot import nemo_gym"),
-        ("root without servers", r"holds no resources_servers/ folder"),
+        ({"nemo_gym_python": "/no/such/python"}, "nemo_gym_python"),  # not an executable Python
+        ("without nemo_gym", "nemo_gym_python"),
+        ("root without servers", "nemo_gym_root"),
     ],
 )
 def test_a_wrong_setting_is_an_error_naming_it(
-    bare: Path, tmp_path: Path, setting: dict[str, str] | str, message: str
+    bare: Path, tmp_path: Path, setting: dict[str, str] | str, key: str
 ) -> None:
     if setting == "without nemo_gym":
         setting = {"nemo_gym_python": str(fake_python(tmp_path / "plain", nemo_gym=False))}
     elif setting == "root without servers":
         setting = {"nemo_gym_python": str(fake_python(tmp_path / "venv")), "nemo_gym_root": str(tmp_path)}
     assert isinstance(setting, dict)
-    with pytest.raises(ReverifyError, match=message):
+    with pytest.raises(ConfigError) as caught:
         find_installation(setting, cwd=bare)
+    assert (caught.value.key, caught.value.source) == (key, None)
 
 
 def an_installation(root: Path) -> NemoGymInstallation:
@@ -250,10 +250,13 @@ def an_installation(root: Path) -> NemoGymInstallation:
 
 def test_an_unknown_type_names_the_closest_nemo_gym_server(tmp_path: Path) -> None:
     installation = an_installation(servers_tree(tmp_path))
-    with pytest.raises(ReverifyError, match=r"'mcqq'.*of the 1 resources_servers of NeMo Gym.*did you mean `mcqa`"):
+    with pytest.raises(ConfigError) as caught:
         server_folder(ServerBlock("x", "mcqq", {}), installation)
-    with pytest.raises(ReverifyError, match=r"entrypoint` is 'main.py', which NeMo Gym's .*mcqa does not have"):
+    assert caught.value.key == "x.resources_servers.mcqq"
+    assert "(did you mean `mcqa`?)" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
         server_folder(ServerBlock("x", "mcqa", {"entrypoint": "main.py"}), installation)
+    assert caught.value.key == "x.resources_servers.mcqa.entrypoint"
 
 
 @pytest.mark.parametrize(

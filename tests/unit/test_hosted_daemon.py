@@ -26,7 +26,7 @@ from reverify_assets.defs.hosted_daemon import (
 )
 from reverify_assets.defs.rescoring_defs import build_rescoring
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG, submit_backfill
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.rescoring.spec import find_rescoring
 from tests.support.project import make_project
 
@@ -128,12 +128,15 @@ def test_a_queue_another_command_or_a_daemon_needs_is_refused(tmp_path: Path) ->
         _refuse_a_shared_queue(instance)  # nothing else there: accepted
 
         running = submit_backfill(instance, rescoring, ["main.s00000"], hosted_by_this_command())
-        with pytest.raises(ReverifyError, match=rf"another `reverify backfill --parallel` \(pid {os.getpid()} on "):
+        with pytest.raises(StateError) as caught:
             _refuse_a_shared_queue(instance)
+        # A StateError has no field for the other writer: the message names it.
+        assert f"another `reverify backfill --parallel` (pid {os.getpid()} on " in str(caught.value)
         instance.update_backfill(instance.get_backfill(running).with_status(BulkActionStatus.COMPLETED_SUCCESS))
 
         origin = remote_origin("j", project.root)
         queued = dg.DagsterRun("j", str(uuid.uuid4()), status=dg.DagsterRunStatus.QUEUED, remote_job_origin=origin)
         instance.add_run(queued)
-        with pytest.raises(ReverifyError, match=rf"runs wait in the run queue .* \(one: run {queued.run_id} of j\)"):
+        with pytest.raises(StateError) as caught:
             _refuse_a_shared_queue(instance)
+        assert f"(one: run {queued.run_id} of j)" in str(caught.value)

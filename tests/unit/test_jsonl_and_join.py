@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError, ReadError
 from reverify_assets.files.jsonl import (
     PREAD_FIRST_BYTES,
     LineAppender,
@@ -30,31 +30,33 @@ def row(task: object, rollout: object, **extra: object) -> str:
 
 
 @pytest.mark.parametrize(
-    ("lines", "message"),
+    ("lines", "line", "key", "words"),
     [
-        ([row(0, 0), "", row(0, 1)], r"data.jsonl:2: blank line"),
-        ([row(0, 0), "   ", row(0, 1)], r"data.jsonl:2: blank line"),
+        ([row(0, 0), "", row(0, 1)], 2, None, None),  # a blank line
+        ([row(0, 0), "   ", row(0, 1)], 2, None, None),  # blank but for spaces
         # The position is in the line, not after its line break: "line 1", where the line was cut.
-        ([row(0, 0), '{"_ng_task_index": 0,'], r"data.jsonl:2: malformed JSON: unexpected end of data: line 1 col"),
-        (["[1, 2]"], r"data.jsonl:1: expected a JSON object, found list"),
-        (
-            [row(0, 0), '{"_ng_rollout_index": 1}'],
-            r"data.jsonl:2: `_ng_task_index` must be an integer \(it is missing\)",
-        ),
-        ([row("0", 0)], r"data.jsonl:1: `_ng_task_index` must be an integer \(found '0'\)"),
-        ([row(0, True)], r"data.jsonl:1: `_ng_rollout_index` must be an integer \(found True\)"),
-        ([row(0, 0), row(1, 0), row(0, 0)], r"data.jsonl: duplicate key \(task 0, rollout 0\) at lines 1, 3"),
+        ([row(0, 0), '{"_ng_task_index": 0,'], 2, None, "malformed JSON: unexpected end of data: line 1 col"),
+        (["[1, 2]"], 1, None, None),  # not an object
+        ([row(0, 0), '{"_ng_rollout_index": 1}'], 2, None, None),  # no task index
+        ([row("0", 0)], 1, None, None),  # a string task index
+        ([row(0, True)], 1, None, None),  # a boolean rollout index
+        ([row(0, 0), row(1, 0), row(0, 0)], 1, "(task 0, rollout 0)", None),  # a duplicate key, first at line 1
     ],
 )
-def test_scan_rejects_bad_lines_naming_file_and_line(tmp_path: Path, lines: list[str], message: str) -> None:
+def test_scan_rejects_bad_lines_naming_file_and_line(
+    tmp_path: Path, lines: list[str], line: int, key: str | None, words: str | None
+) -> None:
     path = write_lines(tmp_path / "data.jsonl", lines)
-    with pytest.raises(ReverifyError, match=message):
+    with pytest.raises(InputError) as caught:
         scan_keys(path)
+    assert (caught.value.path, caught.value.line, caught.value.key) == (path, line, key)
+    assert words is None or words in str(caught.value)
 
 
 def test_scan_reports_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ReverifyError, match=r"cannot read .*nope.jsonl"):
+    with pytest.raises(ReadError) as caught:
         scan_keys(tmp_path / "nope.jsonl")
+    assert caught.value.path == tmp_path / "nope.jsonl"
 
 
 def test_offsets_read_back_the_same_rows(tmp_path: Path) -> None:
@@ -92,8 +94,10 @@ def test_join_pairs_every_rollout_sorted_by_key(
 def test_join_names_the_rollout_without_an_input(tmp_path: Path) -> None:
     inputs_index = scan_keys(write_lines(tmp_path / "i.jsonl", [row(0, 0)]))
     rollouts_index = scan_keys(write_lines(tmp_path / "r.jsonl", [row(0, 0), row(7, 2), row(8, 0)]))
-    with pytest.raises(ReverifyError, match=r"r.jsonl:2: rollout \(task 7, rollout 2\) has no matching row .*1 more"):
+    with pytest.raises(InputError) as caught:
         join_rollouts_to_inputs(inputs_index, rollouts_index)
+    assert (caught.value.path, caught.value.line, caught.value.key) == (tmp_path / "r.jsonl", 2, "(task 7, rollout 2)")
+    assert "(1 more rollouts have no input row)" in str(caught.value)  # the others are counted, not named
 
 
 @pytest.mark.parametrize(

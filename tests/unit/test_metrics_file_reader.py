@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from reverify_assets.compare.key_metrics import read_metrics_file
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 
 GROUPS = [{"task": t, "rows": [{"reward": 1.0, "note": "x" * 50}]} for t in range(200)]
 
@@ -42,21 +42,25 @@ def test_key_metrics_by_entry(tmp_path: Path, entries: list[object], expected: d
 
 
 @pytest.mark.parametrize(
-    ("content", "message"),
+    "content",
     [
-        (b'[{"agent_ref": {"name": "a"}, "key_metrics": {"m": 1}', r"m.json: malformed JSON"),
-        (b'{"agent_ref": {"name": "a"}}', r"m.json: expected a JSON list of metrics entries, found dict"),
-        (b'[{"key_metrics": {"m": 1}}]', r"m.json: entry 1 has no `agent_ref.name`"),
-        (b'[{"agent_ref": {"name": "a"}, "key_metrics": {}}, 7]', r"m.json: entry 2 has no `agent_ref.name`"),
+        b'[{"agent_ref": {"name": "a"}, "key_metrics": {"m": 1}',  # malformed JSON
+        b'{"agent_ref": {"name": "a"}}',  # not a list
+        b'[{"key_metrics": {"m": 1}}]',  # entry 1 has no agent_ref.name
+        b'[{"agent_ref": {"name": "a"}, "key_metrics": {}}, 7]',  # entry 2 has none
     ],
+    ids=["malformed", "not a list", "no name", "not an entry"],
 )
-def test_bad_metrics_files_name_the_file(tmp_path: Path, content: bytes, message: str) -> None:
+def test_bad_metrics_files_name_the_file(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "m.json"
     path.write_bytes(content)
-    with pytest.raises(ReverifyError, match=message):
+    with pytest.raises(InputError) as caught:
         read_metrics_file(path)
+    assert (caught.value.path, caught.value.line, caught.value.key) == (path, None, None)
 
 
 def test_a_missing_metrics_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ReverifyError, match=r"cannot read .*nope.json"):
+    with pytest.raises(InputError) as caught:
         read_metrics_file(tmp_path / "nope.json")
+    assert caught.value.path == tmp_path / "nope.json"
+    assert isinstance(caught.value.__cause__, FileNotFoundError)

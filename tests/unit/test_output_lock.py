@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError, OutputError, StateError
 from reverify_assets.files.names import lock_path
 from reverify_assets.files.output_lock import exclusive_output
 from tests.support.cli import MCQA_CONFIG, run_reverify
@@ -46,9 +47,11 @@ def held_elsewhere(output: Path) -> Iterator[subprocess.Popen[str]]:
 def test_a_second_process_is_refused_naming_the_holders_pid(tmp_path: Path) -> None:
     output = tmp_path / "o.jsonl"
     with held_elsewhere(output) as holder:
-        with pytest.raises(ReverifyError, match=rf"another run with PID {holder.pid} is writing .*o.jsonl"):
+        with pytest.raises(StateError) as caught:
             with exclusive_output(output):
                 pass
+    assert caught.value.path == output
+    assert f"another run with PID {holder.pid} is writing" in str(caught.value)
     with exclusive_output(output):  # released when the holder ends
         assert lock_path(output).read_text() == f"{os.getpid()}\n"
     assert not lock_path(output).exists()  # released on purpose: nothing for the next run to take over
@@ -73,9 +76,11 @@ def test_the_run_holding_the_lock_may_take_it_again_for_its_steps(tmp_path: Path
 
 
 def test_a_folder_the_lock_made_is_removed_with_it_unless_the_run_wrote_there(tmp_path: Path) -> None:
-    with pytest.raises(ReverifyError, match="a data error"):
+    data_error = InputError("a data error", path=tmp_path / "i.jsonl", line=3)
+    with pytest.raises(InputError) as caught:
         with exclusive_output(tmp_path / "new" / "o.jsonl"):
-            raise ReverifyError("a data error")
+            raise data_error
+    assert caught.value is data_error
     assert not (tmp_path / "new").exists()
     with exclusive_output(tmp_path / "new" / "o.jsonl"):
         (tmp_path / "new" / "o.jsonl").write_text("{}\n")
@@ -85,9 +90,11 @@ def test_a_folder_the_lock_made_is_removed_with_it_unless_the_run_wrote_there(tm
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a read-only file system")
 def test_a_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
     with mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as folder:
-        with pytest.raises(ReverifyError, match=r"cannot write the output's folder .*ro: Read-only file system"):
+        with pytest.raises(OutputError) as caught:
             with exclusive_output(folder / "o.jsonl"):
                 pass
+    assert caught.value.path == folder
+    assert isinstance(caught.value.__cause__, OSError) and caught.value.__cause__.errno == errno.EROFS
 
 
 def test_two_names_of_one_file_share_its_lock(tmp_path: Path) -> None:
@@ -97,9 +104,11 @@ def test_two_names_of_one_file_share_its_lock(tmp_path: Path) -> None:
     alias = tmp_path / "alias.jsonl"
     alias.symlink_to(real)
     with held_elsewhere(real) as holder:
-        with pytest.raises(ReverifyError, match=rf"another run with PID {holder.pid} is writing"):
+        with pytest.raises(StateError) as caught:
             with exclusive_output(alias):
                 pass
+    assert caught.value.path == alias
+    assert f"another run with PID {holder.pid} is writing" in str(caught.value)
 
 
 def test_aggregate_is_refused_while_a_run_writes_its_output(tmp_path: Path) -> None:

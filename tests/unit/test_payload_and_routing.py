@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.files.names import RunFiles, expand_input_glob, is_auxiliary_jsonl
 from reverify_assets.rows.payload import build_verify_payload
 from reverify_assets.rows.result_routing import Destination, destination_of, run_label, stamp_result
@@ -72,8 +72,10 @@ def test_taskset_rows_are_flattened() -> None:
 
 def test_taskset_conflict_is_an_error() -> None:
     row = {"expected_answer": "1", "task_input": {"task_data": {"expected_answer": "2"}}}
-    with pytest.raises(ReverifyError, match="'expected_answer' has different values"):
+    with pytest.raises(InputError) as caught:
         build_verify_payload(row, ROLLOUT, (0, 0))
+    assert (caught.value.path, caught.value.line, caught.value.key) == (None, None, "(task 0, rollout 0)")
+    assert "field 'expected_answer' has different values" in str(caught.value)  # the field: no error field holds it
 
 
 @pytest.mark.parametrize("response", ["missing", None])
@@ -81,8 +83,9 @@ def test_rollout_without_response_names_the_key(response: object) -> None:
     rollout = {k: v for k, v in ROLLOUT.items() if k != "response"}
     if response is None:
         rollout["response"] = None
-    with pytest.raises(ReverifyError, match=r"rollout \(task 3, rollout 1\) of result type 'legacy_agent' has no"):
+    with pytest.raises(InputError) as caught:
         build_verify_payload(MCQA_INPUT, rollout, (3, 1))
+    assert (caught.value.path, caught.value.line, caught.value.key) == (None, None, "(task 3, rollout 1)")
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError, InputError
 from reverify_assets.rescoring.shard_keys import parse_shard_key, shard_key, source_id, task_range
 from reverify_assets.rescoring.sources import discover_sources
 from reverify_assets.rescoring.spec import load_rescorings
@@ -26,25 +26,28 @@ def rescoring(output_dir: str, extra: str = "sources: {inputs: i.jsonl, rollouts
 
 def test_two_rescorings_may_not_share_an_output_dir(tmp_path: Path) -> None:
     root = project(tmp_path, {"a": rescoring("out"), "b": rescoring("out")})
-    with pytest.raises(
-        ReverifyError, match=r"b.yaml: field `output_dir`: out is already the output_dir of rescoring 'a'"
-    ):
+    with pytest.raises(ConfigError) as caught:
         load_rescorings(root)
+    assert (caught.value.key, caught.value.source) == ("output_dir", str(root / "configs" / "rescorings" / "b.yaml"))
 
 
 @pytest.mark.parametrize("name", ["a__b", "_a", "9a"])
 def test_names_that_would_collide_or_not_name_assets_are_refused(tmp_path: Path, name: str) -> None:
     root = project(tmp_path, {name: rescoring("out")})
-    with pytest.raises(ReverifyError, match="letters, digits and single underscores"):
+    with pytest.raises(ConfigError) as caught:
         load_rescorings(root)
+    assert caught.value.source == str(root / "configs" / "rescorings" / f"{name}.yaml")
+    assert "must be letters, digits and single underscores" in str(caught.value)  # the rule a name must follow
 
 
 @pytest.mark.parametrize("variant", ["comparison", "index_cache"])
 def test_variant_names_that_are_folders_of_the_output_dir_are_refused(tmp_path: Path, variant: str) -> None:
     extra = f"sources: {{inputs: i.jsonl, rollouts: r.jsonl}}\nvariants: {{a: {{}}, {variant}: {{}}}}\n"
     root = project(tmp_path, {"r": rescoring("out", extra)})
-    with pytest.raises(ReverifyError, match=rf"variant name '{variant}' is reserved"):
+    with pytest.raises(ConfigError) as caught:
         load_rescorings(root)
+    assert caught.value.source == str(root / "configs" / "rescorings" / "r.yaml")
+    assert f"variant name '{variant}' is reserved" in str(caught.value)  # its key is not set: the variant is named
 
 
 def test_watched_folders_that_map_to_one_source_id_are_an_error(tmp_path: Path) -> None:
@@ -54,8 +57,10 @@ def test_watched_folders_that_map_to_one_source_id_are_an_error(tmp_path: Path) 
         (root / "incoming" / folder / "rollouts.jsonl").write_text("")
         (root / "incoming" / folder / "rollouts_materialized_inputs.jsonl").write_text("")
     [spec] = load_rescorings(root)
-    with pytest.raises(ReverifyError, match="both become shard source 'run-1'"):
+    with pytest.raises(InputError) as caught:
         discover_sources(spec)
+    assert caught.value.path == root / "incoming" / "run.1" / "rollouts.jsonl"  # the second, in sorted order
+    assert str(root / "incoming" / "run-1" / "rollouts.jsonl") in str(caught.value)  # the first: no field holds it
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from reverify_assets.defs.checks import rollout_health_result
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import ConfigError
 from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealth, health_settings, known_check_ids
 
 
@@ -27,17 +27,18 @@ def test_check_ids_are_taken_as_nemo_gym_takes_them(value: Any, expected: tuple[
 
 
 @pytest.mark.parametrize(
-    ("config", "message"),
+    ("config", "key"),
     [
-        ({"health_check_ignored_checks": "model_call_faild"}, "health_check_ignored_checks: unknown rollout health"),
-        ({"health_check_ignored_checks": 3}, "health_check_ignored_checks: expected check IDs"),
-        ({"health_check_workers": 0}, "health_check_workers: Input should be greater than or equal to 1"),
-        ({"disable_health_check": "sometimes"}, "disable_health_check: Input should be a valid boolean"),
+        ({"health_check_ignored_checks": "model_call_faild"}, "health_check_ignored_checks"),  # an unknown check
+        ({"health_check_ignored_checks": 3}, "health_check_ignored_checks"),  # not check IDs
+        ({"health_check_workers": 0}, "health_check_workers"),
+        ({"disable_health_check": "sometimes"}, "disable_health_check"),
     ],
 )
-def test_a_bad_setting_names_its_key(config: dict[str, Any], message: str) -> None:
-    with pytest.raises(ReverifyError, match=message):
+def test_a_bad_setting_names_its_key(config: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
         health_settings(config)
+    assert caught.value.key == key
 
 
 def test_settings_default_to_nemo_gyms() -> None:

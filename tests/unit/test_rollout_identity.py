@@ -14,7 +14,7 @@ import simdjson
 
 from reverify_assets.compare.paired_rows import join_keys, refuse_other_rollouts
 from reverify_assets.compare.side_index import index_side
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.keys.key_columns import scan_key_columns
 from reverify_assets.keys.key_index import join_rollouts_to_inputs, key_index_of, scan_keys
 from reverify_assets.keys.rollout_identity import NO_TEXT, PromptShape, prompt_fingerprint, response_fingerprint
@@ -184,12 +184,12 @@ def test_the_join_refuses_rollouts_of_another_dataset_naming_files_keys_and_diff
     theirs[2] = keyed(2, 0, "What else?")
     theirs[3] = keyed(3, 0, "Something else entirely?")
     rollouts = write(tmp_path / "rollouts.jsonl", theirs[::-1])
-    with pytest.raises(ReverifyError) as raised:
+    with pytest.raises(InputError) as raised:
         join_rollouts_to_inputs(*indexes(inputs, rollouts, fast=fast))
+    assert (raised.value.path, raised.value.line, raised.value.key) == (rollouts, 1, "(task 3, rollout 0)")
     message = str(raised.value)
-    assert message.startswith(f"2 of 4 rollouts in {rollouts} were not produced from the row of the same key in")
-    assert str(inputs) in message
-    assert "First: (task 3, rollout 0) (rollouts line 1, inputs line 4), (task 2, rollout 0)" in message
+    # What no field holds: the inputs file, the other key, the difference, and the flag that lets it through.
+    assert str(inputs) in message and "(task 2, rollout 0)" in message
     assert "  -Question 3?\n  +Something else entirely?" in message
     assert "--allow-prompt-mismatch (++allow_prompt_mismatch=true)" in message
     plan = join_rollouts_to_inputs(*indexes(inputs, rollouts, fast=fast), check_prompts=False)
@@ -205,8 +205,9 @@ def test_a_user_turn_the_environment_writes_at_rollout_time_is_no_mismatch(tmp_p
         tmp_path / "rollouts.jsonl",
         [keyed(task, 0, [*system, {"role": "user", "content": "Hi, my card is lost."}]) for task in range(2)],
     )
-    with pytest.raises(ReverifyError, match=r"^1 of 2 rollouts"):
+    with pytest.raises(InputError) as raised:
         join_rollouts_to_inputs(*indexes(inputs, rollouts, fast=True))
+    assert (raised.value.path, raised.value.line, raised.value.key) == (rollouts, 2, "(task 1, rollout 0)")
 
 
 def test_a_task_whose_input_rows_differ_is_read_again_not_refused(tmp_path: Path) -> None:
@@ -216,9 +217,10 @@ def test_a_task_whose_input_rows_differ_is_read_again_not_refused(tmp_path: Path
     rollouts = write(tmp_path / "rollouts.jsonl", [keyed(0, 1, "Seed B?"), keyed(0, 0, "Seed A?")])
     assert join_rollouts_to_inputs(*indexes(inputs, rollouts, fast=True)).height == 2
     other = write(tmp_path / "other.jsonl", [keyed(0, 1, "Seed C?"), keyed(0, 0, "Seed A?")])
-    with pytest.raises(ReverifyError, match=r"^1 of 2 rollouts") as raised:
+    with pytest.raises(InputError) as raised:
         join_rollouts_to_inputs(*indexes(inputs, other, fast=True))
-    assert "  -Seed B?\n  +Seed C?" in str(raised.value)
+    assert (raised.value.path, raised.value.line, raised.value.key) == (other, 1, "(task 0, rollout 1)")
+    assert "  -Seed B?\n  +Seed C?" in str(raised.value)  # the rows read again: the difference
 
 
 def test_rows_without_prompts_join_as_before(tmp_path: Path) -> None:
@@ -258,12 +260,13 @@ def test_compare_refuses_scorings_of_different_rollouts(tmp_path: Path) -> None:
     other = write(tmp_path / "other.jsonl", [scored("C")])
     base = index_side(baseline)
     refuse_other_rollouts(join_keys(base.keys, index_side(same).keys), baseline, same)
-    with pytest.raises(ReverifyError) as raised:
+    with pytest.raises(InputError) as raised:
         refuse_other_rollouts(join_keys(base.keys, index_side(other).keys), baseline, other)
+    assert (raised.value.path, raised.value.line, raised.value.key) == (other, 1, "(task 0, rollout 0)")
     message = str(raised.value)
-    assert message.startswith(f"1 of the 1 keys in both {baseline} and {other} hold different responses")
-    assert "(task 0, rollout 0) (candidate line 1, baseline line 1)" in message and "  -B\n  +C" in message
-    assert message.endswith("pass --allow-prompt-mismatch.")
+    # What no field holds: the baseline, the responses' difference, and the flag that lets them through.
+    assert str(baseline) in message and "different responses" in message and "  -B\n  +C" in message
+    assert "pass --allow-prompt-mismatch." in message
 
 
 @pytest.mark.parametrize(

@@ -100,8 +100,9 @@ def test_a_server_says_which_hooks_it_runs_or_is_asked_its_aggregate_metrics(
     [web.Response(status=500, text="boom"), web.json_response({"no": "list"}), web.Response(text="not json")],
 )
 def test_a_server_that_cannot_say_its_hooks_fails_the_metrics_naming_it(reply: web.Response) -> None:
-    with HooksServer(reply) as server, pytest.raises(AggregateMetricsFailed, match=r"'rs' .*/reverify_metrics"):
+    with HooksServer(reply) as server, pytest.raises(AggregateMetricsFailed) as caught:
         server_hooks("rs", server.url)
+    assert caught.value.server == "rs"
 
 
 def test_hooks_run_by_the_server_answer_as_the_hooks_run_here() -> None:
@@ -141,7 +142,7 @@ def test_rows_stream_in_chunks_of_a_megabyte_and_all_arrive() -> None:
     [
         (
             web.Response(status=500, text="\"ValueError('this hook is broken')\""),
-            r"_compute: HTTP 500: .*this hook is broken",
+            "this hook is broken",
         ),
         (web.Response(text="not json"), "the reply is not JSON"),
         (web.json_response({"compute_metrics": [1]}), "compute_metrics gave list, not a dict"),
@@ -156,5 +157,7 @@ def test_a_hook_the_server_fails_fails_the_metrics_with_its_reply(reply: web.Res
         for row in rows():
             streamed.add(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
             remote.add(row)
-        with pytest.raises(AggregateMetricsFailed, match=f"'rs' gave no aggregate metrics: .*{message}"):
+        with pytest.raises(AggregateMetricsFailed) as caught:
             remote.answer()
+    assert caught.value.server == "rs"
+    assert message in str(caught.value)  # the server's reply, or what was wrong with it

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.keys.key_index import KeyIndex, join_rollouts_to_inputs
 from reverify_assets.keys.sorted_keys import (
     duplicated_keys,
@@ -150,8 +150,9 @@ def test_join_names_the_first_rollout_without_input(far: bool) -> None:
     last = BIG if far else 9
     inputs = index([(0, 0), (last, 0)], "in.jsonl")
     rollouts = index([(0, 0), (7, 1), (3, 2)], "out.jsonl")
-    with pytest.raises(ReverifyError, match=r"out.jsonl:2: rollout .*7.*1.* in.jsonl \(1 more rollouts"):
+    with pytest.raises(InputError) as caught:
         join_rollouts_to_inputs(inputs, rollouts)
+    assert (caught.value.path, caught.value.line, caught.value.key) == (Path("out.jsonl"), 2, "(task 7, rollout 1)")
 
 
 @pytest.mark.parametrize(

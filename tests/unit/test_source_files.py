@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError, OutputError, ReadError
 from reverify_assets.files.jsonl import iter_jsonl, read_row_at
 from reverify_assets.files.names import RunFiles
 from reverify_assets.files.preflight import check_source_file
@@ -49,26 +50,30 @@ def unreadable_content(path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("make", "message"),
+    ("make", "refused", "cause"),
     [
-        (regular, None),
-        (lambda path: path, r"--inputs file not found: .*src.jsonl$"),
-        (dangling, r"--inputs file not found: .*src.jsonl is a symbolic link to .*gone.jsonl"),
-        (symlink_loop, r"--inputs file .*src.jsonl cannot be read: Too many levels of symbolic links"),
-        (fifo, r"--inputs .*src.jsonl is a FIFO \(named pipe\): reverify reads its sources as regular files"),
-        (folder, r"--inputs .*src.jsonl is a directory"),
-        (unreadable_content, r"--inputs file .*src.jsonl cannot be read: Input/output error"),
+        (regular, False, None),
+        (lambda path: path, True, None),  # not found
+        (dangling, True, None),  # a symbolic link to a file not found
+        (symlink_loop, True, errno.ELOOP),
+        (fifo, True, None),  # a FIFO, which reverify cannot read more than once
+        (folder, True, None),
+        (unreadable_content, True, errno.EIO),
     ],
+    ids=["regular", "missing", "dangling", "loop", "fifo", "folder", "unreadable"],
 )
 def test_a_source_that_cannot_be_read_is_named(
-    tmp_path: Path, make: Callable[[Path], Path], message: str | None
+    tmp_path: Path, make: Callable[[Path], Path], refused: bool, cause: int | None
 ) -> None:
     path = make(tmp_path / "src.jsonl")
-    if message is None:
+    if not refused:
         check_source_file("--inputs", path)
     else:
-        with pytest.raises(ReverifyError, match=message):
+        with pytest.raises(InputError) as caught:
             check_source_file("--inputs", path)
+        assert (caught.value.path, caught.value.line, caught.value.key) == (path, None, None)
+        if cause is not None:
+            assert isinstance(caught.value.__cause__, OSError) and caught.value.__cause__.errno == cause
 
 
 def hard_link(target: Path, link: Path) -> None:
@@ -80,28 +85,30 @@ def soft_link(target: Path, link: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("output", "rollouts", "force", "append", "message"),
+    ("output", "rollouts", "force", "append", "refused"),
     [
         ("o.jsonl", "r.jsonl", False, False, None),
-        ("o.jsonl", "o_failures.jsonl", False, False, r"--output's failures sidecar .*o_failures.jsonl is the same"),
-        ("o.jsonl", "o.jsonl", False, False, r"--output .*o.jsonl is the same file as --rollouts"),
+        ("o.jsonl", "o_failures.jsonl", False, False, "o_failures.jsonl"),  # --output's failures sidecar
+        ("o.jsonl", "o.jsonl", False, False, "o.jsonl"),  # --output is --rollouts
         ("o.jsonl", "o.jsonl", False, True, None),  # --append completes the run's own rollouts file
-        ("r_failures.jsonl", "r.jsonl", False, True, r"--output .* is the same file as the failures sidecar of"),
-        ("o.jsonl", ".o.jsonl.lock", False, False, r"--output's lock file"),
+        ("r_failures.jsonl", "r.jsonl", False, True, "r_failures.jsonl"),  # --output: the sidecar of --rollouts
+        ("o.jsonl", ".o.jsonl.lock", False, False, ".o.jsonl.lock"),  # --output's lock file
         ("o.jsonl", "unsafe_o_failures.jsonl", False, False, None),
-        ("o.jsonl", "unsafe_o_failures.jsonl", True, False, r"--force's unsafe_o.jsonl's failures sidecar"),
+        ("o.jsonl", "unsafe_o_failures.jsonl", True, False, "unsafe_o_failures.jsonl"),  # --force's sidecar
         ("i_failures.jsonl", "r.jsonl", False, False, None),
     ],
 )
 def test_a_file_the_run_writes_may_not_be_a_source(
-    tmp_path: Path, output: str, rollouts: str, force: bool, append: bool, message: str | None
+    tmp_path: Path, output: str, rollouts: str, force: bool, append: bool, refused: str | None
 ) -> None:
+    """``refused``: the file written that is a source, as the error's ``path``."""
     inputs, sources = regular(tmp_path / "i.jsonl"), regular(tmp_path / rollouts)
-    if message is None:
+    if refused is None:
         check_sources_kept(inputs, sources, tmp_path / output, force=force, append=append)
     else:
-        with pytest.raises(ReverifyError, match=message):
+        with pytest.raises(OutputError) as caught:
             check_sources_kept(inputs, sources, tmp_path / output, force=force, append=append)
+        assert caught.value.path == tmp_path / refused
 
 
 @pytest.mark.parametrize("link", [hard_link, soft_link])
@@ -110,44 +117,54 @@ def test_links_to_a_source_are_the_source(tmp_path: Path, link: Callable[[Path, 
     rollouts = regular(tmp_path / "r.jsonl")
     (tmp_path / "out").mkdir()
     link(rollouts, tmp_path / "out" / "o_aggregate_metrics.json")
-    with pytest.raises(ReverifyError, match=r"--output's metrics file .*o_aggregate_metrics.json is the same file as"):
+    with pytest.raises(OutputError) as caught:
         check_sources_kept(inputs, rollouts, tmp_path / "out" / "o.jsonl", force=False, append=False)
+    assert caught.value.path == tmp_path / "out" / "o_aggregate_metrics.json"
     link(inputs, tmp_path / "out" / "p.jsonl")
-    with pytest.raises(ReverifyError, match=r"--output .*p.jsonl is the same file as --inputs .*i.jsonl"):
+    with pytest.raises(OutputError) as caught:
         check_sources_kept(inputs, rollouts, tmp_path / "out" / "p.jsonl", force=False, append=False)
+    assert caught.value.path == tmp_path / "out" / "p.jsonl"
 
 
 UNREADABLE = Path("/proc/self/mem")  # reading at offset 0 fails with EIO: an I/O error, on demand
 
 
 def test_an_io_error_while_reading_rows_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(ReverifyError, match=r"cannot read /proc/self/mem: Input/output error"):
+    def assert_an_io_error_of_the_file(error: ReadError) -> None:
+        assert error.path == UNREADABLE
+        assert isinstance(error.__cause__, OSError) and error.__cause__.errno == errno.EIO
+
+    with pytest.raises(ReadError) as caught:
         list(iter_jsonl(UNREADABLE))
-    with open(UNREADABLE, "rb") as fh, pytest.raises(ReverifyError, match=r"cannot read /proc/self/mem: Input/out"):
+    assert_an_io_error_of_the_file(caught.value)
+    with open(UNREADABLE, "rb") as fh, pytest.raises(ReadError) as caught:
         read_row_at(fh, 0, UNREADABLE, 1)
+    assert_an_io_error_of_the_file(caught.value)
     good = regular(tmp_path / "i.jsonl")
     for inputs, rollouts in ((UNREADABLE, good), (good, UNREADABLE)):
-        with PairReader(inputs, rollouts) as pairs, pytest.raises(ReverifyError, match="cannot read /proc/self/mem"):
+        with PairReader(inputs, rollouts) as pairs, pytest.raises(ReadError) as caught:
             pairs.read_lines((0, 1), (0, 1))
+        assert_an_io_error_of_the_file(caught.value)
 
 
 @pytest.mark.parametrize(
-    ("output", "append", "message"),
+    ("output", "append", "refused"),
     [
-        ("o.jsonl", False, None),
-        ("r_failures.jsonl", False, r"the output .*r_failures.jsonl is the same file as the rows' source"),
-        ("r_failures.jsonl", True, r"the output .*r_failures.jsonl is the same file as the rows' source"),
-        ("r.jsonl", True, None),  # recovery onto the run's own rollouts: its sidecar is the rows' source
-        ("r.jsonl", False, r"the output's failures sidecar .* is the same file as the rows' source"),
+        ("o.jsonl", False, False),
+        ("r_failures.jsonl", False, True),  # the output is the rows' source
+        ("r_failures.jsonl", True, True),
+        ("r.jsonl", True, False),  # recovery onto the run's own rollouts: its sidecar is the rows' source
+        ("r.jsonl", False, True),  # the output's failures sidecar is the rows' source
     ],
 )
-def test_the_verify_step_checks_its_sources_too(tmp_path: Path, output: str, append: bool, message: str | None) -> None:
+def test_the_verify_step_checks_its_sources_too(tmp_path: Path, output: str, append: bool, refused: bool) -> None:
     """What a run launched from the Dagster UI meets, without the CLI's checks: here a judge recovery's."""
     inputs, failures = regular(tmp_path / "i.jsonl"), regular(tmp_path / "r_failures.jsonl")
     files = RunFiles.for_output(tmp_path / output)
     policy = OutputPolicy(append=append)
-    if message is None:
+    if not refused:
         check_step_sources(files, inputs, failures, policy)
     else:
-        with pytest.raises(ReverifyError, match=message):
+        with pytest.raises(OutputError) as caught:
             check_step_sources(files, inputs, failures, policy)
+        assert caught.value.path == failures  # the file written that is the rows' source

@@ -20,7 +20,7 @@ import pytest
 import xxhash
 
 from reverify_assets.config.topology import ServerBlock
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import InputError
 from reverify_assets.keys import scan_process as key_scan_process
 from reverify_assets.keys.key_columns import FilePart, KeyColumns
 from reverify_assets.pipeline import startup_prefetch
@@ -89,15 +89,18 @@ def test_a_result_made_from_a_file_changed_since_is_not_handed_out(tmp_path: Pat
 
 
 def test_an_error_reaches_whoever_takes_the_result(tmp_path: Path) -> None:
+    bad_row = InputError("bad row", path=tmp_path / "r.jsonl", line=3, key="(task 1, rollout 2)")
+
     def fail() -> None:
-        raise ReverifyError("bad row")
+        raise bad_row
 
     work = PrefetchedWork()
     work.start("k", [], fail)
     taken = work.take("k")
     assert taken is not None
-    with pytest.raises(ReverifyError, match="bad row"):
+    with pytest.raises(InputError) as caught:
         taken.result()
+    assert caught.value is bad_row
 
 
 def test_file_digest_takes_the_prefetched_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -248,11 +251,13 @@ def test_an_index_folder_left_by_a_failed_start_up_is_removed(
     orphan = write_rows(tmp_path / "rollouts.jsonl", [(9, 9)], response={})
     folder = tmp_path / "work"
     folder.mkdir()
-    with pytest.raises(ReverifyError, match="no matching row"):
+    with pytest.raises(InputError) as caught:
         with PrefetchedInputs(
             inputs, orphan, limit=None, join_with=setup, work=work, index_folder=folder
         ) as prefetched:
             prefetched.wait()
+    # The rollout without an input row:
+    assert (caught.value.path, caught.value.line, caught.value.key) == (orphan, 1, "(task 9, rollout 9)")
     assert list(folder.iterdir()) == []
 
 
@@ -298,17 +303,22 @@ def test_errors_come_in_the_order_the_assets_would_meet_them(
     inputs, rollouts = files
     write_rows(rollouts, [(0, 0), (0, 0)], response={})
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
-        with pytest.raises(ReverifyError, match=r"rollouts.jsonl: duplicate key"):
+        with pytest.raises(InputError) as caught:
             prefetched.wait()
+        # A duplicate key:
+        assert (caught.value.path, caught.value.line, caught.value.key) == (rollouts, 1, "(task 0, rollout 0)")
     inputs.write_bytes(b"{}\n")
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
-        with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: `_ng_task_index`"):
+        with pytest.raises(InputError) as caught:
             prefetched.wait()
+        assert (caught.value.path, caught.value.line, caught.value.key) == (inputs, 1, None)  # a row without a key
     write_rows(inputs, [(0, 0)])
     orphan = write_rows(tmp_path / "orphan.jsonl", [(7, 0)], response={})
     with PrefetchedInputs(inputs, orphan, limit=None, join_with=setup, work=work) as prefetched:
-        with pytest.raises(ReverifyError, match=r"orphan.jsonl:1: rollout \(task 7, rollout 0\) has no matching row"):
+        with pytest.raises(InputError) as caught:
             prefetched.wait()
+        # A rollout without an input row:
+        assert (caught.value.path, caught.value.line, caught.value.key) == (orphan, 1, "(task 7, rollout 0)")
 
 
 def test_raise_if_failed_raises_what_is_known(
@@ -317,10 +327,12 @@ def test_raise_if_failed_raises_what_is_known(
     inputs, rollouts = files
     inputs.write_bytes(b"not json\n")
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
-        with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
+        with pytest.raises(InputError) as caught:
             prefetched.wait()
-        with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
+        assert (caught.value.path, caught.value.line, caught.value.key) == (inputs, 1, None)
+        with pytest.raises(InputError) as caught:
             prefetched.raise_if_failed()
+        assert (caught.value.path, caught.value.line, caught.value.key) == (inputs, 1, None)
 
 
 def test_wait_for_raises_a_scan_error_without_waiting_for_the_other_work(
@@ -330,8 +342,9 @@ def test_wait_for_raises_a_scan_error_without_waiting_for_the_other_work(
     inputs.write_bytes(b"not json\n")
     never_done: Future[None] = Future()
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
-        with pytest.raises(ReverifyError, match=r"inputs.jsonl:1: malformed JSON"):
+        with pytest.raises(InputError) as caught:
             prefetched.wait_for(never_done)
+        assert (caught.value.path, caught.value.line, caught.value.key) == (inputs, 1, None)
 
 
 @pytest.mark.timeout(20)
@@ -339,10 +352,12 @@ def test_wait_for_raises_an_error_found_before_it_was_called(files: tuple[Path, 
     inputs, rollouts = files
     rollouts.write_bytes(b"not json\n")
     with PrefetchedInputs(inputs, rollouts, limit=None, join_with=None, work=work) as prefetched:
-        with pytest.raises(ReverifyError, match=r"rollouts.jsonl:1: malformed JSON"):
+        with pytest.raises(InputError) as caught:
             prefetched.wait()  # every check has finished now, one of them failed
-        with pytest.raises(ReverifyError, match=r"rollouts.jsonl:1: malformed JSON"):
+        assert (caught.value.path, caught.value.line, caught.value.key) == (rollouts, 1, None)
+        with pytest.raises(InputError) as caught:
             prefetched.wait_for(Future())  # waited on nothing left to finish: hung before the fix
+        assert (caught.value.path, caught.value.line, caught.value.key) == (rollouts, 1, None)
 
 
 def test_wait_for_hands_over_the_other_work_and_its_error(
@@ -509,34 +524,31 @@ def test_a_big_rollouts_file_is_scanned_in_halves_as_it_is_whole(
         expected = index_rollouts(rollouts).frame.sort("task", "rollout")
         assert prefetched_rollouts().equals(expected)
     else:
-        with pytest.raises(ReverifyError, match=rf"rollouts.jsonl:{bad_line}: malformed"):
+        with pytest.raises(InputError) as caught:
             prefetched_rollouts()
+        assert (caught.value.path, caught.value.line, caught.value.key) == (rollouts, bad_line, None)
     assert parts == ["inputs whole", *(f"rollouts {half}" for half in FilePart.halves(rollouts))]
 
 
 @pytest.mark.parametrize(
-    ("rows", "message"),
+    ("rows", "line", "key"),
     [
-        ([b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}}', b"{bad"], r"rollouts.jsonl:2: malformed"),
-        (
-            [b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}}'] * 2,
-            r"rollouts.jsonl: duplicate key \(task 0, rollout 0\) at lines 1, 2",
-        ),
-        (
-            [b'{"_ng_task_index": 0, "_ng_rollout_index": 0}'],
-            r"rollouts.jsonl:1: rollout \(task 0, rollout 0\) of result",
-        ),
+        ([b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}}', b"{bad"], 2, None),  # malformed
+        ([b'{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}}'] * 2, 1, "(task 0, rollout 0)"),  # twice
+        ([b'{"_ng_task_index": 0, "_ng_rollout_index": 0}'], 1, "(task 0, rollout 0)"),  # no response
     ],
+    ids=["malformed", "duplicate key", "no response"],
 )
 def test_the_scan_process_path_reports_the_exact_scans_errors(
-    tmp_path: Path, setup: VerifierSetup, rows: list[bytes], message: str, work: PrefetchedWork
+    tmp_path: Path, setup: VerifierSetup, rows: list[bytes], line: int, key: str | None, work: PrefetchedWork
 ) -> None:
     inputs = write_rows(tmp_path / "inputs.jsonl", [(0, 0)])
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_bytes(b"".join(row + b"\n" for row in rows))
-    with pytest.raises(ReverifyError, match=message):
+    with pytest.raises(InputError) as caught:
         with PrefetchedInputs(inputs, rollouts, limit=None, join_with=setup, work=work) as prefetched:
             prefetched.wait()
+    assert (caught.value.path, caught.value.line, caught.value.key) == (rollouts, line, key)
 
 
 def test_scan_processes_still_running_are_stopped_on_exit(

@@ -39,8 +39,9 @@ def test_the_first_rows_of_a_server_decide(rows: list[tuple[str, str | None]], s
     for number, (server, message) in enumerate(rows, start=1):
         failure_class = None if message is None else "judge_failed"
         if number == stops_at:
-            with pytest.raises(ServerCannotConnect, match=rf"first 16 rows verified by resources server '{server}'"):
+            with pytest.raises(ServerCannotConnect) as caught:
                 watch.settled(server, failure_class, message)
+            assert caught.value.server == server
             return
         watch.settled(server, failure_class, message)
     assert stops_at is None
@@ -88,8 +89,9 @@ class RefusingJudge:
 def test_the_loop_stops_early_and_keeps_every_row_that_settled(tmp_path: Path) -> None:
     files = RunFiles.for_output(tmp_path / "out.jsonl")
     judge = RefusingJudge()
-    with pytest.raises(ServerCannotConnect, match=r"resources server 's' all failed to connect \(judge_failed\)"):
+    with pytest.raises(ServerCannotConnect) as caught:
         asyncio.run(verify_plan(plan(1000), Pairs(), {"s": judge}, files, {"s": {}}, concurrency=4))
+    assert caught.value.server == "s"
     kept = [orjson.loads(line) for line in files.sidecar.read_bytes().splitlines()]
     assert len(kept) >= 16 and judge.calls < 100, "stopped at the first rows, not after every row's retries"
     assert all(row["_ng_failure_class"] == "judge_failed" for row in kept)

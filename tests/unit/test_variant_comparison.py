@@ -16,7 +16,7 @@ from reverify_assets.compare.delta_plot import task_delta_histogram
 from reverify_assets.compare.key_metrics import HookChoice
 from reverify_assets.compare.markdown import render_headline
 from reverify_assets.compare.provenance import MixedConfigsError
-from reverify_assets.errors import ReverifyError
+from reverify_assets.errors import StateError
 from reverify_assets.rescoring.variant_comparison import VariantPair, compare_pair
 from tests.support.cli import PNG_SIGNATURE, scored_row, write_jsonl
 
@@ -92,8 +92,10 @@ def test_a_pair_of_variants_writes_its_report_markdown_and_flips(tmp_path: Path)
 def test_a_missing_or_mixed_side_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     baseline, candidate = sides(tmp_path)
     folder = tmp_path / "comparison"
-    with pytest.raises(ReverifyError, match=r"variant 'b' has no merged output .*materialize its aggregate_metrics"):
+    with pytest.raises(StateError) as missing:
         compare_pair(VariantPair("a", "b", baseline, tmp_path / "b" / "gone.jsonl"), folder, HookChoice(None))
+    assert missing.value.path == tmp_path / "b" / "gone.jsonl"
+    assert "materialize its aggregate_metrics first" in str(missing.value)  # what to do about it
     write_jsonl(candidate, [row(0, 0, 1.0, config="c2"), row(0, 1, 1.0, config="c3")])
     with pytest.raises(MixedConfigsError) as refused:
         compare_pair(VariantPair("a", "b", baseline, candidate), folder, HookChoice(None))
