@@ -16,6 +16,9 @@ import sys
 import warnings
 from collections.abc import Sequence
 from importlib import import_module
+from typing import Any, get_origin
+
+from pydantic import BaseModel
 
 from reverify_assets.cli.stdout_pipe import ReaderMayLeave
 from reverify_assets.errors import ReverifyError, UsageError
@@ -63,48 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="reverify", description="Re-score stored NeMo Gym rollouts with a changed verifier.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    from reverify_assets.pipeline.options import RunOptions
+
     run = commands.add_parser("run", help="re-verify rollouts (a Dagster materialization)")
-    run.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
-    run.add_argument("--inputs", required=True, help="rollouts_materialized_inputs.jsonl")
-    run.add_argument("--rollouts", required=True, help="rollouts.jsonl")
-    run.add_argument("--output", "-o", required=True, help="output .jsonl")
-    run.add_argument("--force", action="store_true", help="run against servers not declared stateless (unsafe_ files)")
-    run.add_argument("--overwrite", action="store_true", help="delete an existing output and sidecar first")
-    run.add_argument("--resume", action="store_true", help="continue an interrupted run from its output and sidecar")
-    run.add_argument(
-        "--judge-failed-only",
-        action="store_true",
-        help="re-judge only the judge failures of <rollouts stem>_failures.jsonl and carry the successes over",
-    )
-    run.add_argument("--append", action="store_true", help="with --judge-failed-only: add to an existing output")
-    run.add_argument("--disable-aggregation", action="store_true", help="skip the aggregate metrics (shards)")
-    run.add_argument("--limit", type=int, help="verify only the first N rows of --rollouts")
-    run.add_argument("--concurrency", type=int, help="rows being verified at once, at most (default 64)")
-    run.add_argument("--max-attempts", type=int, help="on --resume, skip keys with this many sidecar rows (default 3)")
-    run.add_argument(
-        "--allow-mixed-configs",
-        action="store_true",
-        help="with --resume: continue an output whose rows another verifier config scored",
-    )
-    run.add_argument(
-        "--allow-prompt-mismatch",
-        action="store_true",
-        help="verify rollouts whose prompt is not their input row's (an agent that rewrites its prompt)",
-    )
-    _add_judge_cache_flag(run)
-    run.add_argument(
-        "--max-judge-calls", type=int, help="stop sending rows once the judges made this many calls (--resume goes on)"
-    )
-    run.add_argument(
-        "--max-cost",
-        type=float,
-        help="stop sending rows once the judge calls cost this much (at the config's judge_prices)",
-    )
-    run.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="say what the run would verify and skip, its judge calls, tokens and cost; write nothing, start nothing",
-    )
+    add_flags(run, RunOptions)
 
     aggregate = commands.add_parser("aggregate", help="merge shard outputs and compute their aggregate metrics")
     aggregate.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
@@ -128,8 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     serve = commands.add_parser("serve", help="run the configured built-in resources servers in the foreground")
-    serve.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
-    _add_judge_cache_flag(serve)
+    add_flags(serve, RunOptions, only=["config_paths", "no_judge_cache"])
     from reverify_assets.cli.judge_serve_command import add_judge_serve_parser
 
     add_judge_serve_parser(commands)
@@ -148,12 +112,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_judge_cache_flag(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--no-judge-cache",
-        action="store_true",
-        help="ask the judges every time, without reading or filling the judge-call cache",
-    )
+def add_flags(command: argparse.ArgumentParser, model: type[BaseModel], only: Sequence[str] | None = None) -> None:
+    """One option for each field of ``model`` that has a description (``pipeline.options.flag``), or of those
+    named in ``only``: named for the field (or its ``option``), its help the description, its value checked by
+    the model when the command builds it."""
+    for name, field in model.model_fields.items():
+        if field.description is None or (only is not None and name not in only):
+            continue
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        names = [
+            str(extra.get("option") or f"--{name.replace('_', '-')}"),
+            *([str(extra["short"])] if "short" in extra else []),
+        ]
+        kind = field.annotation
+        settings: dict[str, Any] = {"dest": name, "help": field.description}
+        if kind is not bool:
+            settings["metavar"] = names[0].removeprefix("--").replace("-", "_").upper()
+        if kind is bool:
+            settings["action"] = "store_true"
+        elif get_origin(kind) is list:
+            settings |= {"action": "append", "required": field.is_required()}
+        else:
+            number = next((t for t in (int, float) if kind in (t, t | None)), None)
+            settings |= {"type": number} if number else {}
+            settings |= {"required": True} if field.is_required() else {"default": field.default}
+        command.add_argument(*names, **settings)
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 from contextlib import ExitStack
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -22,7 +23,7 @@ from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.files.preflight import check_source_file
 from reverify_assets.keys.rollout_identity import ALLOW_KEY, allows_prompt_mismatch
 from reverify_assets.keys.rollout_mismatch import first_rows_disagree
-from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
+from reverify_assets.pipeline.options import RunOptions
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup, rollouts_scan_limit
 from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.startup_prefetch import PrefetchedInputs
@@ -33,24 +34,6 @@ from reverify_assets.resume.settled_keys import max_attempts_from
 from reverify_assets.verifier.launcher import prestarted_servers
 
 log = logging.getLogger("reverify")
-# `reverify run` flags that become RunOptions fields of the same name, as given.
-RUN_FLAGS = (
-    "inputs",
-    "rollouts",
-    "output",
-    "force",
-    "overwrite",
-    "resume",
-    "judge_failed_only",
-    "append",
-    "disable_aggregation",
-    "limit",
-    "max_attempts",
-    "allow_mixed_configs",
-    "max_judge_calls",
-    "max_cost",
-    "no_judge_cache",
-)
 TWO_SOURCES_WARNING = (
     "WARNING: --judge-failed-only merges two sources: the successes in {rollouts} keep the rewards the original "
     "run gave them, the recovered rows get rewards computed now. Keep the verifier and judge config identical "
@@ -59,14 +42,9 @@ TWO_SOURCES_WARNING = (
 
 
 def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
+    given = {name: getattr(args, name) for name in RunOptions.model_fields if name != "overrides"}
     try:
-        flags = {name: getattr(args, name) for name in RUN_FLAGS}
-        options = RunOptions(
-            config_paths=args.config,
-            overrides=overrides,
-            concurrency=DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency,
-            **flags,
-        )
+        options = RunOptions(**given, overrides=overrides)
     except ValidationError as exc:
         raise UsageError(str(exc)) from exc
     options.check_flags()
@@ -75,29 +53,31 @@ def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
 
 def check_before_start(options: RunOptions) -> None:
     """Everything a user can get wrong about files, before any server starts or any file is written."""
-    for flag, path in (("--inputs", options.inputs), ("--rollouts", options.rollouts)):
+    for flag, path in (("--inputs", options.inputs_file), ("--rollouts", options.rollouts_file)):
         check_source_file(flag, path)
     if options.judge_failed_only:
-        if not (failures := source_failures_path(options.rollouts)).exists():
+        if not (failures := source_failures_path(options.rollouts_file)).exists():
             raise InputError(
                 f"--judge-failed-only reads the judge failures from {failures}, which does not exist "
                 "(it is the failures sidecar written next to --rollouts by the original run)",
                 path=failures,
             )
         check_source_file("--judge-failed-only's failures sidecar", failures)
-    check_sources_kept(options.inputs, options.rollouts, options.output, force=options.force, append=options.append)
-    output_partition_key(options.output)
+    check_sources_kept(
+        options.inputs_file, options.rollouts_file, options.output_file, force=options.force, append=options.append
+    )
+    output_partition_key(options.output_file)
     if options.resume or options.append:
         return
-    check_fresh_output(RunFiles.for_output(options.output), overwrite=options.overwrite)
+    check_fresh_output(RunFiles.for_output(options.output_file), overwrite=options.overwrite)
     if options.force and not options.judge_failed_only:
-        check_fresh_output(RunFiles.for_output(options.output, unsafe=True), overwrite=options.overwrite)
+        check_fresh_output(RunFiles.for_output(options.output_file, unsafe=True), overwrite=options.overwrite)
 
 
 def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     # The flag stands for the config knob, which the run's config keeps for a re-execution from the UI.
     options = run_options(args, [*overrides, *([f"++{ALLOW_KEY}=true"] if args.allow_prompt_mismatch else [])])
-    setup = load_verifier_setup(options.config_paths, options.overrides).for_run(
+    setup = load_verifier_setup([Path(path) for path in options.config_paths], options.overrides).for_run(
         no_judge_cache=options.no_judge_cache, recovery=options.judge_failed_only
     )
     if setup.config.get("force") is True:  # NeMo Gym's own spelling of the flag: ++force=true
@@ -109,16 +89,19 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
             "(input_per_million_tokens, and output_per_million_tokens)"
         )
     max_attempts_from(options.max_attempts)  # a bad NEMO_GYM_MAX_ROLLOUT_ATTEMPTS is a config error, said now
-    if args.dry_run:
+    if options.dry_run:
         from reverify_assets.cli.dry_run import dry_run
 
         dry_run(options, setup)
         return
     if options.judge_failed_only:
-        log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts))
+        log.warning(TWO_SOURCES_WARNING.format(rollouts=options.rollouts_file))
     # From before anything starts to the last file written: another run's --overwrite is refused while this one
     # runs, not only while its verify step does.
-    outputs = [options.output, *([unsafe_path(options.output)] if options.force else [])]  # --force: unsafe_ names
+    outputs = [
+        options.output_file,
+        *([unsafe_path(options.output_file)] if options.force else []),
+    ]  # --force: unsafe_ names
     with ExitStack() as held:
         for output in outputs:
             held.enter_context(exclusive_output(output))
@@ -142,8 +125,8 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
     index_folder.mkdir(exist_ok=True)
     work = PrefetchedWork()
     prefetched = PrefetchedInputs(
-        options.inputs,
-        options.rollouts,
+        options.inputs_file,
+        options.rollouts_file,
         limit=limit,
         join_with=join_with,
         work=work,
@@ -153,7 +136,7 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
     # Rollouts of another dataset are refused before a server starts: when the first rows already disagree, none
     # is started ahead, and the join's error (with its count of mismatches) ends the start-up.
     other_dataset = join_with is not None and not allows_prompt_mismatch(setup.config)
-    other_dataset = other_dataset and first_rows_disagree(options.inputs, options.rollouts, options.limit)
+    other_dataset = other_dataset and first_rows_disagree(options.inputs_file, options.rollouts_file, options.limit)
     blocks = [] if other_dataset else list(setup.topology.servers.values())
     with prestarted_servers(blocks, setup.config, judge_cache=setup.judge_cache) as servers, prefetched:
         # Dagster's import is most of the start-up: it runs in a thread while this one watches the scans, so that
@@ -165,11 +148,11 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
         from reverify_assets.defs.run_tags import COMMAND_TAG, CONFIG_TAG, OUTPUT_TAG
 
         rescoring = RescoringResource.for_run(options)
-        log.info("reverify: verifier config %s; rows stream from %s", setup.config_hash, options.rollouts)
+        log.info("reverify: verifier config %s; rows stream from %s", setup.config_hash, options.rollouts_file)
         run = materialize_rescoring(
             rescoring,
             aggregate=not options.disable_aggregation,
-            tags={OUTPUT_TAG: str(options.output), CONFIG_TAG: setup.config_hash, COMMAND_TAG: "run"},
+            tags={OUTPUT_TAG: str(options.output_file), CONFIG_TAG: setup.config_hash, COMMAND_TAG: "run"},
             before_run=prefetched.wait,
             startup=StartupHandoff(work, servers, given_overrides=list(options.overrides)),
         )

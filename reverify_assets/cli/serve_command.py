@@ -40,7 +40,7 @@ def announce(block: ServerBlock, url: str, copies: int = 1) -> None:
 
 
 def serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
-    setup = load_verifier_setup([Path(p) for p in args.config], overrides)
+    setup = load_verifier_setup([Path(p) for p in args.config_paths], overrides)
     if args.no_judge_cache:
         setup = setup.without_judge_cache()
     blocks = [block for block in setup.topology.servers.values() if not block.url]

@@ -16,13 +16,11 @@ from pydantic import Field, PrivateAttr
 
 from reverify_assets.errors import StateError
 from reverify_assets.files.names import output_partition_key
-from reverify_assets.pipeline.options import DEFAULT_CONCURRENCY, RunOptions
+from reverify_assets.pipeline.options import RunFlags, RunOptions
 from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.verification import VerifyStep
 from reverify_assets.processes import secrets as process_secrets
-from reverify_assets.resume.output_policy import OutputPolicy
-from reverify_assets.resume.settled_keys import max_attempts_from
 
 
 class VerifierConfigResource(dg.ConfigurableResource):
@@ -62,32 +60,17 @@ class VerifierConfigResource(dg.ConfigurableResource):
         return self._setup
 
 
-class RescoringResource(VerifierConfigResource):
-    """Paths are as the user gave them; relative ones resolve against the process's working directory."""
-
-    inputs: str = Field(description="rollouts_materialized_inputs.jsonl")
-    rollouts: str = Field(description="rollouts.jsonl (the successes, in judge recovery)")
-    output: str = Field(description="where the reverified rows go (.jsonl)")
-    force: bool = False
-    overwrite: bool = False
-    resume: bool = False
-    judge_failed_only: bool = Field(default=False, description="recover the judge failures of --rollouts")
-    append: bool = Field(default=False, description="judge recovery onto an existing output")
-    limit: int | None = None
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_attempts: int | None = Field(default=None, description="else $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3")
-    allow_mixed_configs: bool = Field(default=False, description="resume an output another verifier config began")
-    max_judge_calls: int | None = Field(default=None, description="stop sending rows at this many judge calls")
-    max_cost: float | None = Field(default=None, description="stop sending rows at this judge cost (judge_prices)")
-    no_judge_cache: bool = Field(default=False, description="ask the judge for every verdict (--no-judge-cache)")
+class RescoringResource(VerifierConfigResource, RunFlags):
+    """A run's flags (``RunFlags``, declared there) and its verifier config. Paths are as the user gave them;
+    relative ones resolve against the process's working directory."""
 
     @classmethod
     def for_run(cls, options: RunOptions) -> RescoringResource:
         """The resource of one `reverify run`, with absolute paths (a step may run in another directory)."""
-        values = options.model_dump(exclude={"disable_aggregation", "config_paths", "overrides"})
+        values = options.flags().model_dump()
         for name in ("inputs", "rollouts", "output"):
             values[name] = str(Path(values[name]).resolve())
-        return cls(**values, **cls.config_values(list(options.config_paths), list(options.overrides)))
+        return cls(**values, **cls.config_values([Path(p) for p in options.config_paths], list(options.overrides)))
 
     def verifier_setup(self, startup: StartupHandoff) -> VerifierSetup:
         return (
@@ -100,25 +83,7 @@ class RescoringResource(VerifierConfigResource):
         return output_partition_key(Path(self.output))
 
     def verify_step(self, *, responses: str) -> VerifyStep:
-        policy = OutputPolicy(
-            overwrite=self.overwrite,
-            resume=self.resume,
-            append=self.append,
-            max_attempts=max_attempts_from(self.max_attempts),
-            allow_mixed_configs=self.allow_mixed_configs,
-        )
-        return VerifyStep(
-            inputs=Path(self.inputs),
-            responses=Path(responses),
-            output=Path(self.output),
-            policy=policy,
-            force=self.force,
-            # Recovered rows were judged by this verifier once already, and failed: NeMo Gym skips the guard.
-            skip_guard=self.judge_failed_only,
-            concurrency=self.concurrency,
-            max_judge_calls=self.max_judge_calls,
-            max_cost=self.max_cost,
-        )
+        return VerifyStep.of(self, responses=Path(responses))
 
 
 def startup_resource(handoff: StartupHandoff | None = None) -> dg.ResourceDefinition:

@@ -71,22 +71,22 @@ class Census:
 
 def take_census(options: RunOptions, setup: VerifierSetup) -> Census:
     census = Census(token_method=(tokens := TokenCounter()).method)
-    inputs = index_inputs(options.inputs)
+    inputs = index_inputs(options.inputs_file)
     if options.judge_failed_only:
-        source = source_failures_path(options.rollouts)
+        source = source_failures_path(options.rollouts_file)
         failures = index_judge_failures(source, limit=options.limit)
         census.skipped["not a judge failure"] = _keys_not_recoverable(source)
         rows_source = source
     else:
-        failures = index_rollouts(options.rollouts, limit=options.limit)
-        rows_source = options.rollouts
+        failures = index_rollouts(options.rollouts_file, limit=options.limit)
+        rows_source = options.rollouts_file
     plan = join_and_route(inputs, failures, setup.topology, check_prompts=not allows_prompt_mismatch(setup.config))
     if options.resume or options.append:
         plan = _unsettled(plan, options, census)
     judges = {name: block for name, block in setup.topology.servers.items() if _is_judge(block, setup.config)}
     judge_configs = {name: _builtin_judge_config(block) for name, block in judges.items()}
     census.judges = {name: JudgeSpend(estimated_from_rows=judge_configs[name] is None) for name in judges}
-    with PairReader(options.inputs, rows_source) as pairs:
+    with PairReader(options.inputs_file, rows_source) as pairs:
         for task, rollout, input_offset, input_line, rollout_offset, rollout_line, server in plan.select(
             PLAN_READ
         ).iter_rows():
@@ -100,7 +100,7 @@ def take_census(options: RunOptions, setup: VerifierSetup) -> Census:
 
 def _unsettled(plan: pl.DataFrame, options: RunOptions, census: Census) -> pl.DataFrame:
     """The plan less what ``--resume`` would skip, each reason counted as the run counts it."""
-    files = RunFiles.for_output(unsafe_path(options.output) if _resumes_unsafe(options) else options.output)
+    files = RunFiles.for_output(unsafe_path(options.output_file) if _resumes_unsafe(options) else options.output_file)
     status = read_cache(files.output, files.sidecar, max_attempts_from(options.max_attempts))
     (done, terminal, maxed), rest = skip_counts(status, plan)
     census.skipped["already in the output"] = done
@@ -111,7 +111,7 @@ def _unsettled(plan: pl.DataFrame, options: RunOptions, census: Census) -> pl.Da
 
 def _resumes_unsafe(options: RunOptions) -> bool:
     """With --force, a server not declared stateless writes ``unsafe_`` files: those are what a resume reads."""
-    return options.force and not options.judge_failed_only and unsafe_path(options.output).exists()
+    return options.force and not options.judge_failed_only and unsafe_path(options.output_file).exists()
 
 
 def _keys_not_recoverable(sidecar: Path) -> int:

@@ -1,8 +1,19 @@
-"""What a user asks of ``reverify run``, validated before anything starts."""
+"""The flags of ``reverify run``, declared once, and checked before anything starts.
+
+``RunFlags`` is what a run of the rescoring assets is asked to do; ``RunOptions`` adds what only the command knows
+(its config files, overrides and modes). Everything else derives from these two:
+- the command's parser (``cli.flags.add_flags``): one option a field, named for it, its help the description;
+- the run config a Dagster run keeps (``defs.resources.RescoringResource`` is a ``RunFlags``), which the UI shows
+  with the same descriptions and a re-execution runs again;
+- the verify step's options (``output_policy``, ``VerifyStep.of``).
+
+Paths are strings, as Dagster's run config holds them.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -12,25 +23,53 @@ from reverify_assets.errors import UsageError
 DEFAULT_CONCURRENCY = 64
 
 
-class RunOptions(BaseModel):
-    config_paths: list[Path] = Field(min_length=1)
-    overrides: list[str] = Field(default_factory=list)
-    inputs: Path
-    rollouts: Path
-    output: Path
-    force: bool = False
-    overwrite: bool = False
-    resume: bool = False
-    judge_failed_only: bool = False
-    append: bool = False
-    disable_aggregation: bool = False
-    limit: int | None = None
-    concurrency: int = DEFAULT_CONCURRENCY
-    max_attempts: int | None = None
-    allow_mixed_configs: bool = False
-    max_judge_calls: int | None = None
-    max_cost: float | None = None
-    no_judge_cache: bool = False
+def flag(help_text: str, default: Any = ..., *, option: str | None = None, short: str | None = None) -> Any:
+    """A field that is a command-line option: ``option`` when its name is not the field's (``--config``),
+    ``short`` its one-letter alias."""
+    given = {"option": option, "short": short}
+    return Field(default, description=help_text, json_schema_extra={k: v for k, v in given.items() if v} or None)
+
+
+class RunFlags(BaseModel):
+    inputs: str = flag("rollouts_materialized_inputs.jsonl")
+    rollouts: str = flag("rollouts.jsonl (the successes, with --judge-failed-only)")
+    output: str = flag("output .jsonl", short="-o")
+    force: bool = flag("run against servers not declared stateless (unsafe_ files)", False)
+    overwrite: bool = flag("delete an existing output and sidecar first", False)
+    resume: bool = flag("continue an interrupted run from its output and sidecar", False)
+    judge_failed_only: bool = flag(
+        "re-judge only the judge failures of <rollouts stem>_failures.jsonl and carry the successes over", False
+    )
+    append: bool = flag("with --judge-failed-only: add to an existing output", False)
+    limit: int | None = flag("verify only the first N rows of --rollouts", None)
+    concurrency: int = flag(
+        f"rows being verified at once, at most (default {DEFAULT_CONCURRENCY})", DEFAULT_CONCURRENCY
+    )
+    max_attempts: int | None = flag(
+        "on --resume, skip keys with this many sidecar rows (default $NEMO_GYM_MAX_ROLLOUT_ATTEMPTS, else 3)", None
+    )
+    allow_mixed_configs: bool = flag(
+        "with --resume: continue an output whose rows another verifier config scored", False
+    )
+    no_judge_cache: bool = flag("ask the judges every time, without reading or filling the judge-call cache", False)
+    max_judge_calls: int | None = flag(
+        "stop sending rows once the judges made this many calls (--resume goes on)", None
+    )
+    max_cost: float | None = flag(
+        "stop sending rows once the judge calls cost this much (at the config's judge_prices)", None
+    )
+
+    @property
+    def inputs_file(self) -> Path:
+        return Path(self.inputs)
+
+    @property
+    def rollouts_file(self) -> Path:
+        return Path(self.rollouts)
+
+    @property
+    def output_file(self) -> Path:
+        return Path(self.output)
 
     def check_flags(self) -> None:
         if self.append and not self.judge_failed_only:
@@ -50,5 +89,20 @@ class RunOptions(BaseModel):
             raise UsageError(f"--max-judge-calls must be at least 1, got {self.max_judge_calls}")
         if self.max_cost is not None and not self.max_cost > 0:
             raise UsageError(f"--max-cost must be more than 0, got {self.max_cost:g}")
-        if self.output.suffix != ".jsonl":
+        if Path(self.output).suffix != ".jsonl":
             raise UsageError(f"--output must name a .jsonl file, got {self.output}")
+
+
+class RunOptions(RunFlags):
+    config_paths: list[str] = flag("verifier config YAML (repeatable)", option="--config")
+    overrides: list[str] = Field(default_factory=list)  # the ++key=value tokens, wherever they stood
+    disable_aggregation: bool = flag("skip the aggregate metrics (shards)", False)
+    allow_prompt_mismatch: bool = flag(
+        "verify rollouts whose prompt is not their input row's (an agent that rewrites its prompt)", False
+    )
+    dry_run: bool = flag(
+        "say what the run would verify and skip, its judge calls, tokens and cost; write nothing, start nothing", False
+    )
+
+    def flags(self) -> RunFlags:
+        return RunFlags.model_validate(self.model_dump(include=set(RunFlags.model_fields)))

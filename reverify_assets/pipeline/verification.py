@@ -22,6 +22,7 @@ from reverify_assets.files.names import RunFiles
 from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.keys.sorted_output import sort_by_key
 from reverify_assets.pipeline.judge_budget import JudgeBudget
+from reverify_assets.pipeline.options import RunFlags
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, probe_note, unsafe_servers
@@ -29,7 +30,7 @@ from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
 from reverify_assets.processes import interrupts
 from reverify_assets.resume.output_policy import OutputPolicy, check_step_sources, prepare_output
-from reverify_assets.resume.settled_keys import resume_summary
+from reverify_assets.resume.settled_keys import max_attempts_from, resume_summary
 from reverify_assets.rows.result_routing import provenance
 from reverify_assets.rows.verifier_wire import RetryPolicy
 from reverify_assets.verifier.client import Route, VerifierClient
@@ -54,6 +55,29 @@ class VerifyStep:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_judge_calls: int | None = None
     max_cost: float | None = None
+
+    @classmethod
+    def of(cls, flags: RunFlags, *, responses: Path) -> VerifyStep:
+        """The step a run's flags ask for (``responses``: the rollouts, or in judge recovery the rows to recover)."""
+        policy = OutputPolicy(
+            overwrite=flags.overwrite,
+            resume=flags.resume,
+            append=flags.append,
+            max_attempts=max_attempts_from(flags.max_attempts),
+            allow_mixed_configs=flags.allow_mixed_configs,
+        )
+        return cls(
+            inputs=flags.inputs_file,
+            responses=responses,
+            output=flags.output_file,
+            policy=policy,
+            force=flags.force,
+            # Recovered rows were judged by this verifier once already, and failed: NeMo Gym skips the guard.
+            skip_guard=flags.judge_failed_only,
+            concurrency=flags.concurrency,
+            max_judge_calls=flags.max_judge_calls,
+            max_cost=flags.max_cost,
+        )
 
     def budget(self, config: Mapping[str, Any]) -> JudgeBudget | None:
         if self.max_judge_calls is None and self.max_cost is None:
