@@ -58,8 +58,8 @@ def compare_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.compare.bootstrap import BootstrapSettings
     from reverify_assets.compare.comparison import CompareRequest, run_comparison
     from reverify_assets.compare.markdown import render_markdown
-    from reverify_assets.compare.noise_report import read_noise_report, with_noise_floor
     from reverify_assets.files.jsonl import AtomicWriter, write_json_atomic
+    from reverify_assets.probe.noise_report import read_noise_report, with_noise_floor
 
     if args.resamples < 1:
         raise UsageError(f"--resamples must be a positive number, got {args.resamples}")

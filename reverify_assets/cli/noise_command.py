@@ -1,4 +1,4 @@
-"""``reverify noise``: a verifier config's noise floor, the same sample scored K times (``pipeline.repeated_scoring``).
+"""``reverify noise``: a verifier config's noise floor, the same sample scored K times (``probe.repeated_scoring``).
 
 The judge-call cache is off for the command: a cached verdict would be the same sample again, not another.
 """
@@ -14,7 +14,7 @@ from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sourc
 from reverify_assets.errors import UsageError
 
 if TYPE_CHECKING:
-    from reverify_assets.compare.noise_report import NoiseReport
+    from reverify_assets.probe.noise_report import NoiseReport
 
 DEFAULT_SAMPLE = 200
 DEFAULT_REPEATS = 5
@@ -35,12 +35,12 @@ def add_noise_parser(commands: Any) -> None:
 
 def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.compare.agreement import self_agreement
-    from reverify_assets.compare.noise_report import NoiseReport, ScoredRow
     from reverify_assets.errors import ReverifyError
     from reverify_assets.files.jsonl import write_json_atomic
     from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
     from reverify_assets.pipeline.preparation import index_inputs, index_rollouts, join_and_route, load_verifier_setup
-    from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
+    from reverify_assets.probe.noise_report import NoiseReport, ScoredRow
+    from reverify_assets.probe.repeated_scoring import sample_plan, score_repeatedly
 
     if args.repeats < 2:
         raise UsageError(f"--repeats must be at least 2, got {args.repeats}")

@@ -1,4 +1,4 @@
-"""``reverify probe``: evidence for or against re-scoring stored rollouts with a config (``pipeline.probe``).
+"""``reverify probe``: evidence for or against re-scoring stored rollouts with a config (``probe.two_passes``).
 
 The report is kept in the Dagster home under the config's hash (``files.dagster_home``), where a later ``reverify
 run --force`` of the same config finds it and prints its verdict; ``--output`` writes a copy too.
@@ -15,7 +15,7 @@ from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sourc
 from reverify_assets.files.dagster_home import DEFAULT_PROBE_SAMPLE
 
 if TYPE_CHECKING:
-    from reverify_assets.compare.probe_report import PairAgreement, ProbeReport
+    from reverify_assets.probe.report import PairAgreement, ProbeReport
 
 
 def add_probe_parser(commands: Any) -> None:
@@ -30,7 +30,7 @@ def probe_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.files.dagster_home import probe_report_path
     from reverify_assets.files.jsonl import write_json_atomic
     from reverify_assets.pipeline.preparation import load_verifier_setup
-    from reverify_assets.pipeline.probe import run_probe
+    from reverify_assets.probe.two_passes import run_probe
 
     inputs, rollouts = checked_sources(args)
     output = report_path(args.output, inputs, rollouts) if args.output else None

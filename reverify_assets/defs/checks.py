@@ -25,9 +25,9 @@ import warnings
 
 import dagster as dg
 
-from reverify_assets.compare.probe_report import CONSISTENT, DRIFTED, ProbeReport
 from reverify_assets.gym.rollout_health import HealthOutcome
 from reverify_assets.pipeline.output_summary import OutputSummary
+from reverify_assets.probe.report import CONSISTENT, DRIFTED, ProbeReport
 
 JOIN_COMPLETE = "join_complete"
 NO_DUPLICATE_KEYS = "no_duplicate_keys"

@@ -8,7 +8,6 @@ from typing import Any
 
 import dagster as dg
 
-from reverify_assets.compare.probe_report import ProbeReport
 from reverify_assets.compare.stored_flips import StoredRewardFlips
 from reverify_assets.metrics.coverage import (
     COVERAGE_FIELD,
@@ -21,6 +20,7 @@ from reverify_assets.pipeline.metrics_step import Aggregation
 from reverify_assets.pipeline.output_summary import OutputSummary
 from reverify_assets.pipeline.verification import VerificationResult
 from reverify_assets.pipeline.verify_loop import VerifyStats
+from reverify_assets.probe.report import ProbeReport
 
 
 def figure(value: float, decimals: int = 4) -> dg.FloatMetadataValue:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import ValidationError
+import orjson
 
 from reverify_assets.errors import ServerError
 from reverify_assets.files.dagster_home import probe_report_path
@@ -34,18 +34,16 @@ def enforce_guard(modes: Mapping[str, str], *, force: bool) -> bool:
 
 def probe_note(config_hash: str) -> str:
     """What ``reverify probe`` found about this config, for a run forced past the guard: evidence, not a bare
-    warning; or how to get it."""
-    from reverify_assets.compare.probe_report import ProbeReport  # its statistics: only for a forced run
-
+    warning; or how to get it. Read as plain JSON: the probe (``probe.report``) sits above the run's steps."""
     path = probe_report_path(config_hash)
     try:
-        report = ProbeReport.model_validate_json(path.read_bytes())
+        report = orjson.loads(path.read_bytes())
+        verdict, created_at, rows = report["verdict"], report["created_at"], report["between_passes"]["rows"]
     except FileNotFoundError:
         return (
             f"No probe of verifier config {config_hash} yet: `reverify probe` with the same --config, --inputs and "
             "--rollouts scores a sample twice on fresh servers and says whether this rescore is sound."
         )
-    except (OSError, ValidationError) as exc:
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
         return f"The probe report {path} cannot be read ({type(exc).__name__}): run `reverify probe` again."
-    rows = report.between_passes.rows
-    return f"Probe of verifier config {config_hash} ({report.created_at}, {rows} rows): {report.verdict}. ({path})"
+    return f"Probe of verifier config {config_hash} ({created_at}, {rows} rows): {verdict}. ({path})"

@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from reverify_assets.compare.probe_report import NON_BINARY, pair_agreement, verdict
-from reverify_assets.pipeline.repeated_scoring import sample_plan
+from reverify_assets.probe.repeated_scoring import sample_plan
+from reverify_assets.probe.report import NON_BINARY, pair_agreement, verdict
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 Two scorings of the same sample by servers started apart and fed in different orders: a server that needs state
 the stored rollouts do not carry, or a nondeterministic judge, disagrees with itself; the rewards the rollouts
 stored say whether the config still grades as the original run did (drift), when it is that run's config.
-Pure: the counts, Cohen's κ (``paired_stats``) and the verdict; the probe itself is ``pipeline.probe``.
+Pure: the counts, Cohen's κ (``paired_stats``) and the verdict; the probe itself is ``probe.two_passes``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``reverify probe``: a seeded sample of the stored rollouts, stratified by agent, scored twice (by servers started
-apart, in different orders), against itself and against the rewards the rollouts stored (``compare.probe_report``).
+apart, in different orders), against itself and against the rewards the rollouts stored (``probe.report``).
 Both passes run without the judge-call cache (``repeated_scoring``): a second pass answered from it would agree by
 construction.
 """
@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from reverify_assets.compare.probe_report import SHOWN_KEYS, Disagreement, ProbeReport, pair_agreement, verdict
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
 from reverify_assets.keys.rollout_keys import RolloutKey
 from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
-from reverify_assets.pipeline.repeated_scoring import sample_plan, score_repeatedly
 from reverify_assets.pipeline.row_source import PairReader
+from reverify_assets.probe.repeated_scoring import sample_plan, score_repeatedly
+from reverify_assets.probe.report import SHOWN_KEYS, Disagreement, ProbeReport, pair_agreement, verdict
 
 AGENT_COLUMN = "agent"
 NO_AGENT = "(no agent_ref)"
