@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, judge_prices
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import InputError, OutputError, UsageError, WriteError
-from reverify_assets.files.names import RunFiles, output_partition_key, unsafe_path
+from reverify_assets.files.names import RunFiles, output_partition_key, source_failures_path, unsafe_path
 from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.files.preflight import check_source_file
 from reverify_assets.keys.rollout_identity import ALLOW_KEY, allows_prompt_mismatch
@@ -28,7 +28,6 @@ from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_se
 from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.pipeline.startup_prefetch import PrefetchedInputs
 from reverify_assets.processes.prefetch import PrefetchedWork, start_import
-from reverify_assets.recovery.judge_failures import source_failures_path
 from reverify_assets.resume.output_policy import check_fresh_output, check_sources_kept
 from reverify_assets.resume.settled_keys import max_attempts_from
 from reverify_assets.verifier.launcher import prestarted_servers

@@ -34,7 +34,7 @@ from reverify_assets.defs.metadata import aggregate_metadata, figure, sidecar_me
 from reverify_assets.defs.resources import RescoringResource, refuse_other_partition
 from reverify_assets.errors import ServerError
 from reverify_assets.files.atomic import write_parquet_atomic
-from reverify_assets.files.names import aggregate_metrics_path, sidecar_path
+from reverify_assets.files.names import aggregate_metrics_path, sidecar_path, source_failures_path
 from reverify_assets.files.output_lock import exclusive_output
 from reverify_assets.keys.key_index import KEY_COLUMNS, KeyIndex
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
@@ -42,7 +42,6 @@ from reverify_assets.keys.sorted_output import sort_by_key
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
 from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shards
 from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
-from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.pipeline.metrics_step import run_aggregation
 from reverify_assets.pipeline.output_summary import summarize_output
 from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, rollouts_scan_limit
@@ -59,7 +58,8 @@ from reverify_assets.pipeline.unfinished_metrics import finish_command, unfinish
 from reverify_assets.pipeline.verification import run_verification
 from reverify_assets.pipeline.verify_loop import VerifyStats
 from reverify_assets.pipeline.whole_output import whole_output
-from reverify_assets.recovery.judge_failures import index_judge_failures, source_failures_path
+from reverify_assets.recovery.judge_failures import index_judge_failures
+from reverify_assets.recovery.merge import seed_successes
 from reverify_assets.verifier.client import AggregateMetricsFailed
 
 RESCORING = "reverify"

@@ -19,6 +19,12 @@ def sidecar_path(output: Path) -> Path:
     return output.with_name(f"{output.stem}{FAILURES_SUFFIX}.jsonl")
 
 
+def source_failures_path(rollouts: Path) -> Path:
+    """The failures of the run that wrote ``--rollouts``, which a judge recovery re-judges: NeMo Gym derives it
+    from --rollouts; it is not configurable."""
+    return sidecar_path(rollouts)
+
+
 def aggregate_metrics_path(output: Path) -> Path:
     return output.with_name(f"{output.stem}{AGGREGATE_SUFFIX}.json")
 

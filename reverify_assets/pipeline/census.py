@@ -25,13 +25,13 @@ import polars as pl
 from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.files.jsonl import iter_jsonl
-from reverify_assets.files.names import RunFiles, unsafe_path
+from reverify_assets.files.names import RunFiles, source_failures_path, unsafe_path
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
 from reverify_assets.keys.rollout_keys import RolloutKey, row_key
 from reverify_assets.pipeline.options import RunOptions
 from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
 from reverify_assets.pipeline.row_source import PairReader
-from reverify_assets.recovery.judge_failures import RECOVERABLE_CLASSES, index_judge_failures, source_failures_path
+from reverify_assets.recovery.judge_failures import RECOVERABLE_CLASSES, index_judge_failures
 from reverify_assets.resume.settled_keys import max_attempts_from, read_cache, skip_counts
 from reverify_assets.rows.result_routing import FAILURE_CLASS_FIELD
 from reverify_assets.rows.token_estimate import TokenCounter

@@ -14,17 +14,11 @@ from pathlib import Path
 import polars as pl
 
 from reverify_assets.files.jsonl import iter_jsonl, read_line_at
-from reverify_assets.files.names import sidecar_path
 from reverify_assets.keys.key_index import INDEX_SCHEMA, KEY_COLUMNS, KeyIndex
 from reverify_assets.keys.rollout_keys import row_key
 from reverify_assets.rows.result_routing import FAILURE_CLASS_FIELD
 
 RECOVERABLE_CLASSES = frozenset({"judge_failed", "judge_invalid"})
-
-
-def source_failures_path(rollouts: Path) -> Path:
-    """NeMo Gym derives it from --rollouts; it is not configurable."""
-    return sidecar_path(rollouts)
 
 
 def index_judge_failures(sidecar: Path, *, limit: int | None = None) -> KeyIndex:

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reverify_assets.errors import OutputError, StateError, WriteError
-from reverify_assets.files.names import RunFiles
+from reverify_assets.files.names import RunFiles, source_failures_path
 from reverify_assets.files.output_lock import lock_file
 from reverify_assets.files.output_tail import TailRepair, repair_unterminated_tail
 from reverify_assets.files.preflight import check_no_collision
 from reverify_assets.keys.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.recovery.judge_failures import source_failures_path
 from reverify_assets.resume.settled_keys import CacheStatus, read_cache
 from reverify_assets.rows.result_routing import ORIGINAL_CONFIG
 

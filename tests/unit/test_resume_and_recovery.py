@@ -15,8 +15,8 @@ from reverify_assets.files.names import RunFiles
 from reverify_assets.files.output_tail import repair_unterminated_tail
 from reverify_assets.keys.key_index import scan_keys
 from reverify_assets.pipeline.aggregation import LocalGroup, RemoteGroup, collect_groups
-from reverify_assets.pipeline.merge import seed_successes
 from reverify_assets.recovery.judge_failures import index_judge_failures, iter_seed_lines, successes_to_seed
+from reverify_assets.recovery.merge import seed_successes
 from reverify_assets.resume.output_policy import OutputPolicy, check_resumed_configs
 from reverify_assets.resume.settled_keys import max_attempts_from, read_cache, resume_summary
 
