@@ -41,7 +41,7 @@ def judge_serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from pydantic import ValidationError
 
     from reverify_assets.errors import ConfigError, UsageError
-    from reverify_assets.judge_model.settings import FailureSettings
+    from reverify_assets.local_judge.settings import FailureSettings
 
     if overrides:
         raise UsageError(f"reverify judge-serve: takes no overrides, got {' '.join(overrides)}")
@@ -77,7 +77,7 @@ async def _serve(settings: Any, api_key: str | None, port: int) -> None:
     from aiohttp import web
 
     from reverify_assets.errors import ServerError
-    from reverify_assets.judge_model.server import JudgeModel
+    from reverify_assets.local_judge.server import JudgeModel
     from reverify_assets.rows.verifier_wire import LOOPBACK, bind_loopback
 
     stop = asyncio.Event()

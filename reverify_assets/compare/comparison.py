@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict
 
 from reverify_assets.compare.bootstrap import BootstrapSettings, task_mean_deltas
 from reverify_assets.compare.breakdown import AGENT_FIELD, FieldGrouping
-from reverify_assets.compare.coverage import count_coverage, read_failures
 from reverify_assets.compare.figures import paired_figures
 from reverify_assets.compare.flips import FlipsFile
+from reverify_assets.compare.key_coverage import count_coverage, read_failures
 from reverify_assets.compare.key_metrics import HookChoice, SideKeyMetrics, compare_key_metrics
 from reverify_assets.compare.paired_rows import join_keys, paired_rows, refuse_other_rollouts
 from reverify_assets.compare.provenance import config_warnings

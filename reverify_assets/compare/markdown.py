@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reverify_assets.compare.breakdown import Breakdown
-from reverify_assets.compare.coverage import Coverage, SideCoverage
 from reverify_assets.compare.figures import DeltaFigures, PairedFigures
+from reverify_assets.compare.key_coverage import Coverage, SideCoverage
 from reverify_assets.compare.key_metrics import KeyMetricsComparison
 from reverify_assets.compare.paired_stats import BinaryFigures, PassFailTable
 from reverify_assets.compare.provenance import ORIGINAL

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict
 
 from reverify_assets.compare.agreement import NoiseExcess
 from reverify_assets.compare.breakdown import Breakdown
-from reverify_assets.compare.coverage import Coverage
 from reverify_assets.compare.figures import PairedFigures
+from reverify_assets.compare.key_coverage import Coverage
 from reverify_assets.compare.key_metrics import KeyMetricsComparison
 
 

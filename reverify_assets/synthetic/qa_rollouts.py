@@ -9,7 +9,7 @@ rollouts answer them in the forms real models produce (`\\boxed{\\frac{1}{2}}`, 
 
 Each rollout stores what the original verifier gave it: the `equivalence_judge` server with its default
 config asking the local judge model (`reverify judge-serve`), i.e. the same prompt, the reply of
-`reverify_assets.judge_model.verdict_rule` and the reward read from that reply. Re-verifying the files
+`reverify_assets.local_judge.verdict_rule` and the reward read from that reply. Re-verifying the files
 against a healthy local judge therefore reproduces every stored reward.
 
 Every row is a pure function of the spec and its `(task index, rollout index)` key, so both files are
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reverify_assets.judge_model.verdict_rule import verdict_reply
+from reverify_assets.local_judge.verdict_rule import verdict_reply
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.prompt import fill_prompt, judge_messages, last_assistant_text
 from reverify_assets.servers.judge.verdict import parse_verdict

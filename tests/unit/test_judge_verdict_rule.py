@@ -14,10 +14,10 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from reverify_assets.judge_model.background import BackgroundJudgeModel
-from reverify_assets.judge_model.server import GARBAGE_DIRECTIVE, MODEL_NAME, NOT_A_COMPLETION_DIRECTIVE, JudgeModel
-from reverify_assets.judge_model.settings import FailureSettings, Outage, share_hit
-from reverify_assets.judge_model.verdict_rule import (
+from reverify_assets.local_judge.background import BackgroundJudgeModel
+from reverify_assets.local_judge.server import GARBAGE_DIRECTIVE, MODEL_NAME, NOT_A_COMPLETION_DIRECTIVE, JudgeModel
+from reverify_assets.local_judge.settings import FailureSettings, Outage, share_hit
+from reverify_assets.local_judge.verdict_rule import (
     Answers,
     MissingMarkers,
     Quantity,

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from reverify_assets.judge_model.verdict_rule import equivalent, final_answer
+from reverify_assets.local_judge.verdict_rule import equivalent, final_answer
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.prompt import last_assistant_text
 from reverify_assets.synthetic import qa_rollouts

@@ -10,7 +10,7 @@ from email.utils import format_datetime
 import pytest
 from aiohttp import web
 
-from reverify_assets.judge_model.settings import RequestBucket
+from reverify_assets.local_judge.settings import RequestBucket
 from reverify_assets.rows import verifier_wire
 from reverify_assets.rows.adaptive_limit import LEAST_PAUSE_S, AdaptiveLimit
 from reverify_assets.rows.verifier_wire import retry_after_s

@@ -5,7 +5,7 @@ message of the response (its text parts joined with newlines, stripped), optiona
 the question is the last user message of ``responses_create_params.input``, optionally narrowed the same way.
 
 The default template wraps the two answers in fixed markers. The local judge model
-(:mod:`reverify_assets.judge_model`) reads the answers from those markers, so a custom template must keep
+(:mod:`reverify_assets.local_judge`) reads the answers from those markers, so a custom template must keep
 them for that model to work; a real LLM judge does not care.
 """
 

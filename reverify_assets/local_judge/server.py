@@ -37,8 +37,8 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
-from reverify_assets.judge_model.settings import FailureSettings, RequestBucket, share_hit
-from reverify_assets.judge_model.verdict_rule import MissingMarkers, verdict_reply
+from reverify_assets.local_judge.settings import FailureSettings, RequestBucket, share_hit
+from reverify_assets.local_judge.verdict_rule import MissingMarkers, verdict_reply
 
 MODEL_NAME = "local-equivalence-judge"
 GARBAGE_DIRECTIVE = "LOCAL-JUDGE:GARBAGE"

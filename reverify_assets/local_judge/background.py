@@ -9,8 +9,8 @@ from typing import Any
 
 from aiohttp import web
 
-from reverify_assets.judge_model.server import JudgeModel
-from reverify_assets.judge_model.settings import FailureSettings
+from reverify_assets.local_judge.server import JudgeModel
+from reverify_assets.local_judge.settings import FailureSettings
 
 LOOPBACK = "127.0.0.1"
 
