@@ -15,7 +15,7 @@ from pathlib import Path
 
 from reverify_assets.cli.summary import print_coverage, print_metrics_computed
 from reverify_assets.errors import UsageError
-from reverify_assets.files.output_lock import exclusive_output
+from reverify_assets.files.output_lock import HeldOutputs
 from reverify_assets.gym.rollout_health import health_settings, known_check_ids
 from reverify_assets.pipeline.preparation import load_verifier_setup
 from reverify_assets.pipeline.shard_aggregation import check_output_name, shard_files, start_shard_index
@@ -51,7 +51,8 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     setup = load_verifier_setup([Path(p) for p in args.config], overrides)
     health_settings(setup.config)
     # Held from here to the end, so that a second writer is refused before it starts a run that would fail.
-    with exclusive_output(output):
+    held = HeldOutputs()
+    with held.hold(output):
         work = PrefetchedWork()
         start_shard_index(work, shard_files(args.input_glob, output))
         from reverify_assets.defs.resources import ShardAggregateResource
@@ -65,7 +66,9 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
             **ShardAggregateResource.config_values([Path(p) for p in args.config], overrides),
         )
         tags = {COMMAND_TAG: "aggregate", OUTPUT_TAG: str(output), CONFIG_TAG: setup.config_hash}
-        run_id, made = aggregate_in_process(resource, tags, StartupHandoff(work, given_overrides=overrides))
+        run_id, made = aggregate_in_process(
+            resource, tags, StartupHandoff(work, given_overrides=overrides, held_outputs=held)
+        )
     if made.merged:
         print(f"Merged:  {made.output} ({made.rows} rows, sorted by key)")
     if made.metrics is None:

@@ -19,7 +19,7 @@ from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, judge_prices
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import InputError, OutputError, UsageError, WriteError
 from reverify_assets.files.names import RunFiles, output_partition_key, source_failures_path, unsafe_path
-from reverify_assets.files.output_lock import exclusive_output
+from reverify_assets.files.output_lock import HeldOutputs
 from reverify_assets.files.preflight import check_source_file
 from reverify_assets.keys.rollout_identity import ALLOW_KEY, allows_prompt_mismatch
 from reverify_assets.keys.rollout_mismatch import first_rows_disagree
@@ -101,11 +101,12 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
         options.output_file,
         *([unsafe_path(options.output_file)] if options.force else []),
     ]  # --force: unsafe_ names
-    with ExitStack() as held:
+    held = HeldOutputs()
+    with ExitStack() as holding:
         for output in outputs:
-            held.enter_context(exclusive_output(output))
+            holding.enter_context(held.hold(output))
         try:
-            _start_and_materialize(options, setup)
+            _start_and_materialize(options, setup, held)
         except WriteError as exc:
             raise OutputError(
                 f"{exc}. The files hold whole rows only, and a metrics file is written whole or not at all: once "
@@ -115,7 +116,7 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
             ) from exc
 
 
-def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
+def _start_and_materialize(options: RunOptions, setup: VerifierSetup, held: HeldOutputs) -> None:
     limit = rollouts_scan_limit(options.limit, options.judge_failed_only)
     join_with = None if options.judge_failed_only else setup
     # Next to the runs' work folders (DAGSTER_HOME/reverify_work), so that moving the inputs index written during
@@ -153,7 +154,7 @@ def _start_and_materialize(options: RunOptions, setup: VerifierSetup) -> None:
             aggregate=not options.disable_aggregation,
             tags={OUTPUT_TAG: str(options.output_file), CONFIG_TAG: setup.config_hash, COMMAND_TAG: "run"},
             before_run=prefetched.wait,
-            startup=StartupHandoff(work, servers, given_overrides=list(options.overrides)),
+            startup=StartupHandoff(work, servers, given_overrides=list(options.overrides), held_outputs=held),
         )
     print_run_summary(
         run,

@@ -208,7 +208,9 @@ def _verify(
     step = rescoring.verify_step(responses=payloads.rollouts)
     plan = read_plan(startup.work, Path(payloads.plan))
     setup = rescoring.verifier_setup(startup)
-    result = run_verification(plan, setup, step, on_progress=_log_progress, prestarted=startup.servers)
+    result = run_verification(
+        plan, setup, step, on_progress=_log_progress, prestarted=startup.servers, held=startup.held_outputs
+    )
     stats, files, config_hash = result.stats, result.files, payloads.config_hash
     rows_name, failures_name = names
     # A run that added to an earlier output reports the whole file, not only what it wrote.
@@ -396,13 +398,14 @@ def recover(
 def merged_rollouts(
     context: dg.AssetExecutionContext,
     rescoring: RescoringResource,
+    startup: dg.ResourceParam[StartupHandoff],
     rollouts: IndexHandle,
     recovered_rows: OutputHandle,
 ) -> Iterator[dg.Output[OutputHandle] | dg.AssetCheckResult]:
     _this_output(context, rescoring)
     output = Path(recovered_rows.path)
     successes = KeyIndex(Path(rollouts.source), pl.read_parquet(rollouts.index))
-    with exclusive_output(output):
+    with exclusive_output(output, startup.held_outputs):
         seeded = seed_successes(successes, output)
         if not rescoring.append:  # a fresh output is ours to put in key order; an appended one is the user's file
             sort_by_key(output)

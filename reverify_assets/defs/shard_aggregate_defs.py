@@ -47,6 +47,7 @@ def aggregated_shards(
         setup,
         startup.work,
         allow_mixed_configs=shard_aggregate.allow_mixed_configs,
+        held=startup.held_outputs,
     )
     aggregation = made.aggregation
     entries = aggregation.entries if aggregation is not None else []

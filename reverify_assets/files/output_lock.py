@@ -3,8 +3,10 @@ other's rows (``--overwrite``) and then report metrics of a file that holds the 
 
 The lock is ``flock`` on ``.<name>.lock`` beside the output, which the kernel releases when its holder dies,
 however it dies; the file names the holder's PID, so that a refused run can say whose it is, and a file left
-by a killed run says whose it was. The CLI takes it
-before anything starts and holds it to the end; the steps of its run, in the same process, take it again.
+by a killed run says whose it was. The CLI takes it before anything starts and holds it to the end
+(``HeldOutputs.hold``), and hands the Dagster run it makes what it holds: a step of that run writing one of those
+outputs works under the command's lock (a second flock on a new descriptor would refuse it); any other run's step
+takes the lock itself.
 """
 
 from __future__ import annotations
@@ -21,9 +23,6 @@ from reverify_assets.errors import OutputError, StateError
 from reverify_assets.files.names import lock_path
 
 log = logging.getLogger("reverify")
-# Lock files this process holds, with how many holders: a step inside the CLI's run takes its output's lock
-# again, which a second flock on a new descriptor would refuse.
-_held: dict[Path, int] = {}
 
 
 def lock_file(output: Path) -> Path:
@@ -31,33 +30,46 @@ def lock_file(output: Path) -> Path:
     return lock_path(Path(os.path.realpath(output)))
 
 
+class HeldOutputs:
+    """The outputs whose locks a command holds, for the steps of the run it makes (``StartupHandoff``)."""
+
+    def __init__(self) -> None:
+        self._locks: set[Path] = set()
+
+    @contextmanager
+    def hold(self, output: Path) -> Iterator[None]:
+        with exclusive_output(output):
+            self._locks.add(lock_file(output))
+            try:
+                yield
+            finally:
+                self._locks.discard(lock_file(output))
+
+    def __contains__(self, output: Path) -> bool:
+        return lock_file(output) in self._locks
+
+
 @contextmanager
-def exclusive_output(output: Path) -> Iterator[None]:
-    """Hold the output's lock for the block; a run holding it already is refused at once, naming its PID.
+def exclusive_output(output: Path, held: HeldOutputs | None = None) -> Iterator[None]:
+    """Hold the output's lock for the block, unless ``held`` (the command's) holds it already; a run holding it
+    is refused at once, naming its PID.
 
     The lock file is removed on release, and so is the output's folder if the block made it and left it empty:
     a run that stops at a data error leaves nothing behind.
     """
-    path = lock_file(output)
-    key = path
-    if key in _held:
-        _held[key] += 1
-        try:
-            yield
-        finally:
-            _held[key] -= 1
+    if held is not None and output in held:
+        yield
         return
+    path = lock_file(output)
     made_folder = not path.parent.exists()
     fd = _locked(path, output)
     try:
         if (previous := _recorded_pid(fd)) is not None:
             log.warning("NOTICE: taking over %s, left by PID %d, which is no longer running", path, previous)
         _record_pid(fd)
-        _held[key] = 1
         try:
             yield
         finally:
-            del _held[key]
             path.unlink(missing_ok=True)  # still holding the lock (see _locked); someone may have removed it
     finally:
         os.close(fd)

@@ -22,7 +22,7 @@ import polars as pl
 
 from reverify_assets.errors import InputError, StateError, UsageError
 from reverify_assets.files.names import aggregate_metrics_path, expand_input_glob, output_partition_key, sidecar_path
-from reverify_assets.files.output_lock import exclusive_output
+from reverify_assets.files.output_lock import HeldOutputs, exclusive_output
 from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealthCheck
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
 from reverify_assets.pipeline.aggregation_rows import rows_of_shards
@@ -88,11 +88,18 @@ def start_shard_index(work: PrefetchedWork, files: ShardFiles) -> None:
 
 
 def aggregate_shards(
-    input_glob: str, output: Path, setup: VerifierSetup, work: PrefetchedWork, *, allow_mixed_configs: bool
+    input_glob: str,
+    output: Path,
+    setup: VerifierSetup,
+    work: PrefetchedWork,
+    *,
+    allow_mixed_configs: bool,
+    held: HeldOutputs | None = None,
 ) -> ShardAggregate:
-    """The merge replaces ``output`` and the metrics beside it: never under a run still appending to it."""
+    """The merge replaces ``output`` and the metrics beside it: never under a run still appending to it (``held``:
+    the outputs whose locks the command holds)."""
     check_output_name(output)
-    with exclusive_output(output):
+    with exclusive_output(output, held):
         return _aggregate(shard_files(input_glob, output), output, setup, work, allow_mixed_configs)
 
 

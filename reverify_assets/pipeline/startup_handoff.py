@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reverify_assets.files.output_lock import HeldOutputs
 from reverify_assets.processes.prefetch import PrefetchedWork
 from reverify_assets.verifier.launcher import PrestartedServers
 
@@ -20,3 +21,4 @@ class StartupHandoff:
     work: PrefetchedWork = field(default_factory=PrefetchedWork)
     servers: PrestartedServers = field(default_factory=PrestartedServers)
     given_overrides: list[str] | None = None
+    held_outputs: HeldOutputs = field(default_factory=HeldOutputs)  # their locks, taken by the command

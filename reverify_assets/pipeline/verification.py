@@ -19,7 +19,7 @@ from reverify_assets.config.judge_prices import judge_prices
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ServerError
 from reverify_assets.files.names import RunFiles
-from reverify_assets.files.output_lock import exclusive_output
+from reverify_assets.files.output_lock import HeldOutputs, exclusive_output
 from reverify_assets.keys.sorted_output import sort_by_key
 from reverify_assets.pipeline.judge_budget import JudgeBudget
 from reverify_assets.pipeline.options import RunFlags
@@ -119,11 +119,13 @@ def run_verification(
     step: VerifyStep,
     on_progress: Callable[[VerifyStats], None] | None = None,
     prestarted: PrestartedServers | None = None,
+    held: HeldOutputs | None = None,
 ) -> VerificationResult:
-    """``prestarted``: servers the command started ahead, borrowed for the blocks they were started for."""
+    """``prestarted``: servers the command started ahead, borrowed for the blocks they were started for;
+    ``held``: the outputs whose locks the command holds."""
     fleet = ServerFleet(routed_blocks(setup, plan), setup.config, prestarted, judge_cache=setup.judge_cache)
     with fleet as urls:
-        return asyncio.run(_interruptible(_verify(plan, setup, step, fleet, urls, on_progress)))
+        return asyncio.run(_interruptible(_verify(plan, setup, step, fleet, urls, on_progress, held)))
 
 
 async def _interruptible(work: Coroutine[Any, Any, T]) -> T:
@@ -169,6 +171,7 @@ async def _verify(
     fleet: ServerFleet,
     urls: dict[str, str],
     on_progress: Callable[[VerifyStats], None] | None,
+    held: HeldOutputs | None,
 ) -> VerificationResult:
     async with AsyncExitStack() as stack:
         session = await stack.enter_async_context(client_session(step.concurrency))
@@ -180,7 +183,7 @@ async def _verify(
             log.warning("%s", probe_note(setup.config_hash))
         files = RunFiles.for_output(step.output, unsafe=unsafe)
         check_step_sources(files, step.inputs, step.responses, step.policy)
-        stack.enter_context(exclusive_output(files.output))
+        stack.enter_context(exclusive_output(files.output, held))
         cache = prepare_output(files, step.policy, setup.config_hash)
         pending = plan
         if cache is not None:

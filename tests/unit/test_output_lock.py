@@ -15,7 +15,7 @@ import pytest
 
 from reverify_assets.errors import InputError, OutputError, StateError
 from reverify_assets.files.names import lock_path
-from reverify_assets.files.output_lock import exclusive_output
+from reverify_assets.files.output_lock import HeldOutputs, exclusive_output
 from tests.support.cli import MCQA_CONFIG, run_reverify
 from tests.support.instance import open_instance
 from tests.support.small_disk import mounted_tmpfs
@@ -67,12 +67,24 @@ def test_the_lock_of_a_dead_run_is_taken_over_with_a_notice(tmp_path: Path, capl
     assert f"taking over {lock_path(output)}, left by PID {holder.pid}, which is no longer running" in caplog.text
 
 
-def test_the_run_holding_the_lock_may_take_it_again_for_its_steps(tmp_path: Path) -> None:
-    output = tmp_path / "o.jsonl"
-    with exclusive_output(output):
-        with exclusive_output(output):
+def test_the_steps_of_the_commands_run_write_under_the_lock_it_holds(tmp_path: Path) -> None:
+    output, other = tmp_path / "o.jsonl", tmp_path / "p.jsonl"
+    held = HeldOutputs()
+    with held.hold(output):
+        with exclusive_output(output, held):
             pass
-        assert lock_path(output).read_text() == f"{os.getpid()}\n"  # still held by the outer block
+        assert lock_path(output).read_text() == f"{os.getpid()}\n"  # still held by the command
+        with exclusive_output(other, held):  # an output the command does not hold: locked as any other
+            assert lock_path(other).exists()
+        assert not lock_path(other).exists()
+    assert output not in held and not lock_path(output).exists()
+
+
+def test_a_step_not_handed_the_commands_locks_is_refused_its_output(tmp_path: Path) -> None:
+    output = tmp_path / "o.jsonl"
+    with HeldOutputs().hold(output), pytest.raises(StateError) as caught, exclusive_output(output):
+        pass
+    assert caught.value.path == output
 
 
 def test_a_folder_the_lock_made_is_removed_with_it_unless_the_run_wrote_there(tmp_path: Path) -> None:
