@@ -18,9 +18,7 @@ is byte-identical for a given seed.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,21 +28,24 @@ from typing import Final
 
 from reverify_assets.servers.mcqa import grading
 from reverify_assets.synthetic.nemo_gym_rows import (
+    INPUTS_FILE_NAME,
     RESULT_TYPE,
+    ROLLOUTS_FILE_NAME,
     Row,
     agent_ref,
     approx_tokens,
     between,
-    completion_order,
     derived_seed,
     distinct,
     finished_response,
+    generator_main,
+    in_completion_order,
+    in_dispatch_order,
     message_item,
     pick,
-    positive_int,
     reasoning_item,
     responses_create_params,
-    write_jsonl_atomically,
+    write_dataset,
 )
 
 __all__ = [
@@ -56,9 +57,6 @@ __all__ = [
     "main",
     "write_mcqa_dataset",
 ]
-
-INPUTS_FILE_NAME: Final = "rollouts_materialized_inputs.jsonl"
-ROLLOUTS_FILE_NAME: Final = "rollouts.jsonl"
 
 
 @dataclass(frozen=True)
@@ -429,9 +427,10 @@ def _rollout_row(spec: SyntheticSpec, task: _Task, rollout: int) -> Row:
 def iter_input_rows(spec: SyntheticSpec) -> Iterator[Row]:
     """`rollouts_materialized_inputs.jsonl` rows in dispatch order: t0r0, t0r1, ..., t1r0, ..."""
     ref = agent_ref(spec.agent_name)
-    for t in range(spec.tasks):
-        task = _make_task(spec.seed, t)
-        base: Row = {
+
+    def task_fields(index: int) -> Row:
+        task = _make_task(spec.seed, index)
+        return {
             "responses_create_params": {"input": [{"role": "user", "content": task.prompt}]},
             "options": _options_field(task),
             "expected_answer": task.expected_answer,
@@ -439,63 +438,32 @@ def iter_input_rows(spec: SyntheticSpec) -> Iterator[Row]:
             "uuid": task.uuid,
             "agent_ref": ref,
         }
-        for r in range(spec.rollouts_per_task):
-            yield {**base, "_ng_task_index": t, "_ng_rollout_index": r}
+
+    return in_dispatch_order(spec, task_fields)
 
 
 def iter_rollout_rows(spec: SyntheticSpec) -> Iterator[Row]:
     """`rollouts.jsonl` rows in a seeded completion order (every key exactly once)."""
-    k = spec.rollouts_per_task
-    for key in completion_order(spec.rows, spec.seed):
-        t, r = divmod(key, k)
-        # Rebuilt per rollout (cheap, deterministic) rather than cached: in a shuffled order a cache of
-        # tasks would have to hold nearly all of them.
-        yield _rollout_row(spec, _make_task(spec.seed, t), r)
+    return in_completion_order(spec, lambda task, rollout: _rollout_row(spec, _make_task(spec.seed, task), rollout))
 
 
 def write_mcqa_dataset(out_dir: Path, spec: SyntheticSpec) -> tuple[Path, Path]:
     """Write both files of a synthetic mcqa run into `out_dir`; return (inputs_path, rollouts_path)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    inputs_path = out_dir / INPUTS_FILE_NAME
-    rollouts_path = out_dir / ROLLOUTS_FILE_NAME
-    write_jsonl_atomically(inputs_path, iter_input_rows(spec))
-    write_jsonl_atomically(rollouts_path, iter_rollout_rows(spec))
-    return inputs_path, rollouts_path
+    return write_dataset(out_dir, iter_input_rows(spec), iter_rollout_rows(spec))
 
 
 # --- command line -------------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m reverify_assets.synthetic.mcqa_rollouts",
-        description=f"Write a synthetic NeMo Gym mcqa run: {INPUTS_FILE_NAME} and {ROLLOUTS_FILE_NAME}.",
-    )
-    parser.add_argument("--tasks", type=positive_int, required=True, help="distinct questions")
-    parser.add_argument("--rollouts-per-task", type=positive_int, default=4, help="rollouts per question")
-    parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical files")
-    parser.add_argument("--agent-name", default="mcqa_simple_agent", help="agent_ref.name of every row")
-    parser.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    spec = SyntheticSpec(
-        tasks=args.tasks, rollouts_per_task=args.rollouts_per_task, seed=args.seed, agent_name=args.agent_name
+    return generator_main(
+        argv,
+        module="reverify_assets.synthetic.mcqa_rollouts",
+        what="mcqa run",
+        default_agent="mcqa_simple_agent",
+        make_spec=SyntheticSpec,
+        write=write_mcqa_dataset,
     )
-    started = time.perf_counter()
-    try:
-        inputs_path, rollouts_path = write_mcqa_dataset(args.out, spec)
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    elapsed = time.perf_counter() - started
-    for path in (inputs_path, rollouts_path):
-        print(f"wrote {path}: {spec.rows} rows, {path.stat().st_size} bytes")
-    print(f"{spec.rows} rollouts of {spec.tasks} tasks in {elapsed:.2f} s ({spec.rows / elapsed:.0f} rows/s)")
-    return 0
 
 
 if __name__ == "__main__":

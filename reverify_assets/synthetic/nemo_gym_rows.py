@@ -13,10 +13,12 @@ import argparse
 import hashlib
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from random import Random
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import orjson
 
@@ -281,3 +283,83 @@ def finished_response(
         output_tokens=output_tokens,
         reasoning_tokens=reasoning_tokens,
     )
+
+
+INPUTS_FILE_NAME: Final = "rollouts_materialized_inputs.jsonl"
+ROLLOUTS_FILE_NAME: Final = "rollouts.jsonl"
+
+
+class DatasetSpec(Protocol):
+    tasks: int
+    rollouts_per_task: int
+    seed: int
+    agent_name: str
+
+    @property
+    def rows(self) -> int: ...
+
+
+S = TypeVar("S", bound=DatasetSpec)
+
+
+def in_dispatch_order(spec: DatasetSpec, task_fields: Callable[[int], Row]) -> Iterator[Row]:
+    """`rollouts_materialized_inputs.jsonl` rows in dispatch order: t0r0, t0r1, ..., t1r0, ...; ``task_fields(task)``
+    gives the fields every rollout of a task shares."""
+    for task in range(spec.tasks):
+        shared = task_fields(task)
+        for rollout in range(spec.rollouts_per_task):
+            yield {**shared, "_ng_task_index": task, "_ng_rollout_index": rollout}
+
+
+def in_completion_order(spec: DatasetSpec, rollout_row: Callable[[int, int], Row]) -> Iterator[Row]:
+    """`rollouts.jsonl` rows in a seeded completion order (every key exactly once). ``rollout_row(task, rollout)``
+    rebuilds each (cheap, deterministic) rather than caching tasks: in a shuffled order a cache of tasks would
+    have to hold nearly all of them."""
+    for key in completion_order(spec.rows, spec.seed):
+        yield rollout_row(*divmod(key, spec.rollouts_per_task))
+
+
+def write_dataset(out_dir: Path, input_rows: Iterable[Row], rollout_rows: Iterable[Row]) -> tuple[Path, Path]:
+    """Both files of a run into ``out_dir``: (inputs_path, rollouts_path)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inputs_path, rollouts_path = out_dir / INPUTS_FILE_NAME, out_dir / ROLLOUTS_FILE_NAME
+    write_jsonl_atomically(inputs_path, input_rows)
+    write_jsonl_atomically(rollouts_path, rollout_rows)
+    return inputs_path, rollouts_path
+
+
+def generator_main(
+    argv: Sequence[str] | None,
+    *,
+    module: str,
+    what: str,
+    default_agent: str,
+    make_spec: Callable[..., S],
+    write: Callable[[Path, S], tuple[Path, Path]],
+) -> int:
+    """The command line of a generator module: writes one dataset and says how big and how fast."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {module}",
+        description=f"Write a synthetic NeMo Gym {what}: {INPUTS_FILE_NAME} and {ROLLOUTS_FILE_NAME}.",
+    )
+    parser.add_argument("--tasks", type=positive_int, required=True, help="distinct questions")
+    parser.add_argument("--rollouts-per-task", type=positive_int, default=4, help="rollouts per question")
+    parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical files")
+    parser.add_argument("--agent-name", default=default_agent, help="agent_ref.name of every row")
+    parser.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
+    args = parser.parse_args(argv)
+    spec = make_spec(
+        tasks=args.tasks, rollouts_per_task=args.rollouts_per_task, seed=args.seed, agent_name=args.agent_name
+    )
+    started = time.perf_counter()
+    try:
+        paths = write(args.out, spec)
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    elapsed = time.perf_counter() - started
+    for path in paths:
+        print(f"wrote {path}: {spec.rows} rows, {path.stat().st_size} bytes")
+    print(f"{spec.rows} rollouts of {spec.tasks} tasks in {elapsed:.2f} s ({spec.rows / elapsed:.0f} rows/s)")
+    return 0

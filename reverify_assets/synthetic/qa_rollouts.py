@@ -24,9 +24,7 @@ answer in ``qa_answers``.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,15 +34,18 @@ from reverify_assets.local_judge.verdict_rule import verdict_reply
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.prompt import fill_prompt, judge_messages, last_assistant_text
 from reverify_assets.servers.judge.verdict import parse_verdict
-from reverify_assets.synthetic.mcqa_rollouts import INPUTS_FILE_NAME, ROLLOUTS_FILE_NAME, SyntheticSpec
+from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec
 from reverify_assets.synthetic.nemo_gym_rows import (
+    INPUTS_FILE_NAME,
     RESULT_TYPE,
+    ROLLOUTS_FILE_NAME,
     Row,
     agent_ref,
-    completion_order,
-    positive_int,
+    generator_main,
+    in_completion_order,
+    in_dispatch_order,
     responses_create_params,
-    write_jsonl_atomically,
+    write_dataset,
 )
 from reverify_assets.synthetic.qa_answers import make_response
 from reverify_assets.synthetic.qa_questions import QATask, make_task
@@ -126,75 +127,45 @@ def _rollout_row(spec: SyntheticSpec, task: QATask, rollout: int) -> Row:
 # --- rows and files -----------------------------------------------------------------------------------------
 
 
-def iter_input_rows(spec: SyntheticSpec) -> Iterator[Row]:
+def iter_input_rows(spec: QASpec) -> Iterator[Row]:
     """`rollouts_materialized_inputs.jsonl` rows in dispatch order: t0r0, t0r1, ..., t1r0, ..."""
     ref = agent_ref(spec.agent_name)
-    for t in range(spec.tasks):
-        task = make_task(spec.seed, t)
-        base: Row = {
+
+    def task_fields(index: int) -> Row:
+        task = make_task(spec.seed, index)
+        return {
             "responses_create_params": {"input": [{"role": "user", "content": task.prompt}]},
             "question": task.question,
             "expected_answer": task.expected_answer,
             "uuid": task.uuid,
             "agent_ref": ref,
         }
-        for r in range(spec.rollouts_per_task):
-            yield {**base, "_ng_task_index": t, "_ng_rollout_index": r}
+
+    return in_dispatch_order(spec, task_fields)
 
 
-def iter_rollout_rows(spec: SyntheticSpec) -> Iterator[Row]:
+def iter_rollout_rows(spec: QASpec) -> Iterator[Row]:
     """`rollouts.jsonl` rows in a seeded completion order (every key exactly once)."""
-    k = spec.rollouts_per_task
-    for key in completion_order(spec.rows, spec.seed):
-        t, r = divmod(key, k)
-        # Rebuilt per rollout (cheap, deterministic) rather than cached: in a shuffled order a cache of
-        # tasks would have to hold nearly all of them.
-        yield _rollout_row(spec, make_task(spec.seed, t), r)
+    return in_completion_order(spec, lambda task, rollout: _rollout_row(spec, make_task(spec.seed, task), rollout))
 
 
-def write_qa_dataset(out_dir: Path, spec: SyntheticSpec) -> tuple[Path, Path]:
-    """Write both files of a synthetic QA run into `out_dir`; return (inputs_path, rollouts_path)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    inputs_path = out_dir / INPUTS_FILE_NAME
-    rollouts_path = out_dir / ROLLOUTS_FILE_NAME
-    write_jsonl_atomically(inputs_path, iter_input_rows(spec))
-    write_jsonl_atomically(rollouts_path, iter_rollout_rows(spec))
-    return inputs_path, rollouts_path
+def write_qa_dataset(out_dir: Path, spec: QASpec) -> tuple[Path, Path]:
+    """Write both files of a synthetic free-form QA run into `out_dir`; return (inputs_path, rollouts_path)."""
+    return write_dataset(out_dir, iter_input_rows(spec), iter_rollout_rows(spec))
 
 
 # --- command line -------------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m reverify_assets.synthetic.qa_rollouts",
-        description=f"Write a synthetic NeMo Gym free-form QA run: {INPUTS_FILE_NAME} and {ROLLOUTS_FILE_NAME}.",
-    )
-    parser.add_argument("--tasks", type=positive_int, required=True, help="distinct questions")
-    parser.add_argument("--rollouts-per-task", type=positive_int, default=4, help="rollouts per question")
-    parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical files")
-    parser.add_argument("--agent-name", default=DEFAULT_AGENT_NAME, help="agent_ref.name of every row")
-    parser.add_argument("--out", type=Path, required=True, help="output directory (created if missing)")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    spec = QASpec(
-        tasks=args.tasks, rollouts_per_task=args.rollouts_per_task, seed=args.seed, agent_name=args.agent_name
+    return generator_main(
+        argv,
+        module="reverify_assets.synthetic.qa_rollouts",
+        what="free-form QA run",
+        default_agent=DEFAULT_AGENT_NAME,
+        make_spec=QASpec,
+        write=write_qa_dataset,
     )
-    started = time.perf_counter()
-    try:
-        inputs_path, rollouts_path = write_qa_dataset(args.out, spec)
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    elapsed = time.perf_counter() - started
-    for path in (inputs_path, rollouts_path):
-        print(f"wrote {path}: {spec.rows} rows, {path.stat().st_size} bytes")
-    print(f"{spec.rows} rollouts of {spec.tasks} tasks in {elapsed:.2f} s ({spec.rows / elapsed:.0f} rows/s)")
-    return 0
 
 
 if __name__ == "__main__":
