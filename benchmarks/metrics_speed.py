@@ -82,7 +82,7 @@ def synthetic_rows(count: int, seed: int) -> Iterator[dict[str, Any]]:
 def file_rows(path: Path, count: int) -> Iterator[dict[str, Any]]:
     import orjson
 
-    from reverify_assets.rows.stripped_row import strip_for_aggregation
+    from reverify_assets.rows.row_fields import strip_for_aggregation
 
     with path.open("rb") as handle:
         for position, line in enumerate(handle):

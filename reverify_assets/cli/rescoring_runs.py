@@ -19,7 +19,7 @@ from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.defs.run_tags import COMMAND_TAG, RESCORING_TAG
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG, failure_reasons
 from reverify_assets.processes import interrupts
-from reverify_assets.rescoring.discovery import discover_shard_keys
+from reverify_assets.rescoring.sources import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
 
 # The rescoring, its variant and config come with the jobs' own tags.

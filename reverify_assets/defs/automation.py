@@ -11,7 +11,7 @@ import orjson
 from reverify_assets.defs.dagster_internals import SerializableErrorInfo
 from reverify_assets.defs.rescoring_defs import SHARD_TAG, RescoringDefs
 from reverify_assets.defs.run_tags import RESCORING_TAG
-from reverify_assets.rescoring.discovery import discover_shard_keys
+from reverify_assets.rescoring.sources import discover_shard_keys
 from reverify_assets.rescoring.status import ShardState, ShardStatus, shard_status
 
 FAILURE_REPORT = "shard_run_failures.jsonl"

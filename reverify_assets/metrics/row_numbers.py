@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from reverify_assets.metrics.names import MASK_SAMPLE, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, USAGE
-from reverify_assets.rows.json_objects import is_mapping
+from reverify_assets.rows.row_fields import is_mapping
 
 Number = int | float
 

@@ -25,7 +25,7 @@ from reverify_assets.metrics.accumulator import MetricsAccumulator
 from reverify_assets.metrics.names import MASK_SAMPLE
 from reverify_assets.pipeline.coverage_count import CoverageTally, GroupKey
 from reverify_assets.rows.result_routing import agent_name, run_label
-from reverify_assets.rows.stripped_row import strip_for_aggregation
+from reverify_assets.rows.row_fields import strip_for_aggregation
 from reverify_assets.servers.protocol import MetricsHooks
 from reverify_assets.servers.registry import builtin_metrics_hooks
 from reverify_assets.verifier.client import VerifierClient

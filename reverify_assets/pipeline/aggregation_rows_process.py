@@ -25,7 +25,7 @@ import orjson
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.files.jsonl import iter_jsonl
-from reverify_assets.rows.stripped_row import strip_for_aggregation
+from reverify_assets.rows.row_fields import strip_for_aggregation
 
 Rows = Generator[dict[str, Any], None, None]
 

@@ -11,7 +11,7 @@ from reverify_assets.errors import ReadError
 from reverify_assets.files.jsonl import pread_line, read_row_at
 from reverify_assets.keys.rollout_keys import RolloutKey, check_indexed_key
 from reverify_assets.rows.payload import build_verify_payload
-from reverify_assets.rows.row_reward import is_masked, numeric_reward
+from reverify_assets.rows.row_fields import is_masked, numeric_reward
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The pairs of NeMo Gym files a rescoring reads: one fixed pair, or every pair found in a watched folder."""
+"""The pairs of NeMo Gym files a rescoring reads (one fixed pair, or every pair found in a watched folder), and
+the shard keys they hold right now."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 from reverify_assets.errors import InputError
 from reverify_assets.files.names import MATERIALIZED_INPUTS_SUFFIX
-from reverify_assets.rescoring.shard_keys import source_id
+from reverify_assets.rescoring.index_cache import IndexCache
+from reverify_assets.rescoring.shard_keys import shard_key, source_id
+from reverify_assets.rescoring.shard_plan import shard_numbers
 from reverify_assets.rescoring.spec import RescoringSpec
 
 FIXED_SOURCE = "main"
@@ -56,3 +59,10 @@ def source_by_id(spec: RescoringSpec, wanted: str) -> Source:
         if source.id == wanted:
             return source
     raise FileNotFoundError(f"rescoring {spec.name!r} has no source {wanted!r} any more")
+
+
+def discover_shard_keys(spec: RescoringSpec, cache: IndexCache) -> list[str]:
+    keys = []
+    for source in discover_sources(spec):
+        keys.extend(shard_key(source.id, n) for n in shard_numbers(cache.rollouts(source.rollouts), spec.shard_tasks))
+    return keys

@@ -8,7 +8,7 @@ from typing import Any
 
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.keys.rollout_keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey
-from reverify_assets.rows.json_objects import is_mapping
+from reverify_assets.rows.row_fields import is_mapping
 
 FAILURE_CLASS_FIELD = "_ng_failure_class"
 # Our own field, outside NeMo Gym's `_ng_` namespace: which verifier config scored the row.

@@ -19,7 +19,7 @@ from reverify_assets.rows.result_routing import (
     stamp_result,
     verify_failure_row,
 )
-from reverify_assets.rows.row_reward import is_masked, numeric_reward
+from reverify_assets.rows.row_fields import is_masked, numeric_reward
 from reverify_assets.rows.token_estimate import token_counter
 
 

@@ -31,7 +31,7 @@ from reverify_assets.errors import InputError, ReverifyError
 from reverify_assets.keys.rollout_keys import ROLLOUT_FIELD, TASK_FIELD, RolloutKey, describe_key
 from reverify_assets.rows.payload import build_verify_payload
 from reverify_assets.rows.routed_row import JUDGE_SPEND_FIELDS, route_result
-from reverify_assets.rows.row_reward import is_masked, numeric_reward
+from reverify_assets.rows.row_fields import is_masked, numeric_reward
 from reverify_assets.rows.verifier_wire import STALE_PAIR
 from reverify_assets.servers.protocol import (
     MAX_BATCH_ROWS,

@@ -17,7 +17,7 @@ from reverify_assets.processes import secrets as process_secrets
 from reverify_assets.rows.adaptive_limit import AdaptiveLimit, Slot
 from reverify_assets.rows.result_routing import Destination
 from reverify_assets.rows.routed_row import JUDGE_SPEND_FIELDS, RoutedRow
-from reverify_assets.rows.row_reward import reward_number
+from reverify_assets.rows.row_fields import reward_number
 from reverify_assets.rows.verifier_wire import (
     STALE_PAIR,
     THROTTLED_STATUSES,

@@ -15,7 +15,7 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Any, Final, Literal
 
-from reverify_assets.rows.json_objects import is_mapping
+from reverify_assets.rows.row_fields import is_mapping
 
 __all__ = [
     "DEFAULT_ROW_GRADING_MODE",

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from reverify_assets.metrics import mcqa as mcqa_metrics
-from reverify_assets.rows.json_objects import is_mapping
+from reverify_assets.rows.row_fields import is_mapping
 from reverify_assets.servers.mcqa.grading import (
     MCQAInputError,
     effective_mode,
