@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, JudgePrices, judge_prices
+from reverify_assets.budget.prices import JudgePrices, judge_prices
+from reverify_assets.config.override_paths import JUDGE_PRICES_KEY
 from reverify_assets.pipeline.census import Census, take_census
 from reverify_assets.pipeline.options import RunOptions
 from reverify_assets.pipeline.preparation import VerifierSetup

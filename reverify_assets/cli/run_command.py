@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY, judge_prices
+from reverify_assets.budget.prices import judge_prices
+from reverify_assets.config.override_paths import JUDGE_PRICES_KEY
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import InputError, OutputError, UsageError, WriteError
 from reverify_assets.files.names import RunFiles, output_partition_key, source_failures_path, unsafe_path

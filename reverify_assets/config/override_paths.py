@@ -12,7 +12,6 @@ from difflib import get_close_matches
 
 from omegaconf import DictConfig, OmegaConf
 
-from reverify_assets.config.judge_prices import JUDGE_PRICES_KEY
 from reverify_assets.config.sources import ConfigSources
 from reverify_assets.errors import ConfigError
 
@@ -20,6 +19,7 @@ from reverify_assets.errors import ConfigError
 # the others hold scalars or lists): `++head_server.port=...` is NeMo Gym's, not a misspelt server.
 NEMO_GYM_MAPPING_KNOBS = frozenset({"head_server", "telemetry", "token_id_capture", "environment_server_routes"})
 # Ours, checked by their own models (a misspelt field there is refused by name).
+JUDGE_PRICES_KEY = "judge_prices"  # a top-level block: budget.prices reads it
 OUR_MAPPING_KNOBS = frozenset({JUDGE_PRICES_KEY})
 # Instance, server kind (resources_servers, responses_api_agents, ...) and the block's type.
 DECLARED_DEPTH = 3

@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from reverify_assets.budget.token_estimate import TokenCounter
 from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.files.jsonl import iter_jsonl
@@ -34,7 +35,6 @@ from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.recovery.judge_failures import RECOVERABLE_CLASSES, index_judge_failures
 from reverify_assets.resume.settled_keys import max_attempts_from, read_cache, skip_counts
 from reverify_assets.rows.result_routing import FAILURE_CLASS_FIELD
-from reverify_assets.rows.token_estimate import TokenCounter
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.prompt import last_assistant_text, last_user_text
 from reverify_assets.servers.judge.server import first_judgement, judge_request, may_judge_twice, parse_request

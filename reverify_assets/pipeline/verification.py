@@ -15,13 +15,13 @@ from typing import Any, TypeVar
 import aiohttp
 import polars as pl
 
-from reverify_assets.config.judge_prices import judge_prices
+from reverify_assets.budget.judge_budget import JudgeBudget
+from reverify_assets.budget.prices import judge_prices
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ServerError
 from reverify_assets.files.names import RunFiles
 from reverify_assets.files.output_lock import HeldOutputs, exclusive_output
 from reverify_assets.keys.sorted_output import sort_by_key
-from reverify_assets.pipeline.judge_budget import JudgeBudget
 from reverify_assets.pipeline.options import RunFlags
 from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.pipeline.replication import add_replicas, wanted_replicas

@@ -18,12 +18,12 @@ from typing import Any
 import orjson
 import polars as pl
 
+from reverify_assets.budget.judge_budget import JudgeBudget, JudgeSpent
 from reverify_assets.compare.stored_flips import StoredRewardFlips
 from reverify_assets.errors import ServerError
 from reverify_assets.files.jsonl import LineAppender
 from reverify_assets.files.names import RunFiles
 from reverify_assets.keys.rollout_keys import RolloutKey, describe_key
-from reverify_assets.pipeline.judge_budget import JudgeBudget, JudgeSpent
 from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.pipeline.settle_order import SettleOrder
 from reverify_assets.pipeline.unreachable_watch import UnreachableWatch

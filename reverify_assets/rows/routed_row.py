@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from reverify_assets.budget.token_estimate import token_counter
 from reverify_assets.keys.rollout_keys import RolloutKey
 from reverify_assets.rows.result_routing import (
     FAILURE_CLASS_FIELD,
@@ -20,7 +21,6 @@ from reverify_assets.rows.result_routing import (
     verify_failure_row,
 )
 from reverify_assets.rows.row_fields import is_masked, numeric_reward
-from reverify_assets.rows.token_estimate import token_counter
 
 
 # Not frozen: one is made for every row, and a frozen dataclass's __init__ costs about three times as much.
@@ -95,7 +95,7 @@ def _answered_by_cache(evaluation: Any) -> bool:
 
 def _tokens_of(evaluation: Any) -> tuple[int, int]:
     """A call's (input, output) tokens: as the built-in judge recorded the chat completion's usage, or as a NeMo
-    Gym judge's stored Responses reply gives it; else its prompt estimated (``rows.token_estimate``), no output."""
+    Gym judge's stored Responses reply gives it; else its prompt estimated (``budget.token_estimate``), no output."""
     if not isinstance(evaluation, dict):
         return 0, 0
     usage = evaluation.get(USAGE_FIELD)

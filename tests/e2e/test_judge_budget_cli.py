@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reverify_assets.config.judge_prices import JudgePrices
+from reverify_assets.budget.prices import JudgePrices
 from tests.support.instance import latest_materialization, open_instance
 from tests.support.judge_serve import LocalJudge
 from tests.support.qa_judge import ROWS, Transcript, judge_calls_line, reverify

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from reverify_assets.config.judge_prices import JudgePrices
-from reverify_assets.pipeline.judge_budget import JudgeBudget, JudgeSpent
+from reverify_assets.budget.judge_budget import JudgeBudget, JudgeSpent
+from reverify_assets.budget.prices import JudgePrices
+from reverify_assets.budget.token_estimate import token_counter
 from reverify_assets.rows.routed_row import routed
-from reverify_assets.rows.token_estimate import token_counter
 
 COUNT = token_counter().count
 PRICES = JudgePrices(input_per_million_tokens=1_000_000, output_per_million_tokens=2_000_000)  # 1 and 2 a token

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from reverify_assets.config.judge_prices import JudgePrices, judge_prices
+from reverify_assets.budget.prices import JudgePrices, judge_prices
+from reverify_assets.budget.token_estimate import TokenCounter
 from reverify_assets.errors import ConfigError
-from reverify_assets.rows.token_estimate import TokenCounter
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reverify_assets.config.override_paths import JUDGE_PRICES_KEY
 from reverify_assets.errors import ConfigError
-
-JUDGE_PRICES_KEY = "judge_prices"
 
 
 class JudgePrices(BaseModel):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reverify_assets.config.judge_prices import JudgePrices
+from reverify_assets.budget.prices import JudgePrices
 
 
 @dataclass(frozen=True)
