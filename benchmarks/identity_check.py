@@ -24,7 +24,7 @@ from pathlib import Path
 from reverify_assets.errors import ReverifyError
 from reverify_assets.keys.key_columns import scan_key_columns
 from reverify_assets.keys.key_index import KeyIndex, join_rollouts_to_inputs, key_index_of, scan_keys
-from reverify_assets.pipeline.preparation import index_inputs
+from reverify_assets.run.preparation import index_inputs
 
 INPUTS, ROLLOUTS = "rollouts_materialized_inputs.jsonl", "rollouts.jsonl"
 

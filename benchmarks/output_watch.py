@@ -2,7 +2,7 @@
 
 Why the output files and not the CLI's stderr or the server: `reverify run` appends every verified row to
 the output (or its failures sidecar) as soon as it settles, in whole-line ``os.write`` calls on an
-O_APPEND descriptor, and writes whenever nothing else has settled yet (``pipeline/verify_loop.py``). So
+O_APPEND descriptor, and writes whenever nothing else has settled yet (``run/verify_loop.py``). So
 
 * the first growth of either file is the first ``/verify`` answer, i.e. the first request's arrival at
   the server plus one grading and one loopback round trip (milliseconds at any concurrency);

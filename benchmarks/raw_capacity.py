@@ -5,7 +5,7 @@ with a fixed number of rows in flight. The requests hold the exact bytes ``rever
 the clock starts, so the figure is the ceiling the pipeline's own reading and writing could at best reach.
 
 The client speaks the protocol the pipeline would (see ``Protocol.pipeline``): ``/reverify_batch`` with the
-stored lines when the server advertises it, rows per request as ``pipeline.verify_loop.batch_sizes`` gives
+stored lines when the server advertises it, rows per request as ``run.verify_loop.batch_sizes`` gives
 them, else one ``/verify`` per row with built bodies (the same join, ``build_verify_payload`` and
 ``orjson.dumps``).
 """
@@ -27,8 +27,8 @@ import aiohttp
 import orjson
 from process_memory import TreeReport, TreeSampler, machine_cpu_seconds, tree_cpu_seconds
 
-from reverify_assets.pipeline.verify_loop import batch_sizes
 from reverify_assets.rows.payload import build_verify_payload
+from reverify_assets.run.verify_loop import batch_sizes
 
 __all__ = ["Protocol", "RawCapacity", "Requests", "ServeProcess", "build_requests", "measure_raw_capacity"]
 

@@ -1,5 +1,5 @@
 """``reverify aggregate``: shards merged in key order, then the same metrics as the unsharded run
-(``pipeline.shard_aggregation``), as a run of the code location's job ``reverify_aggregate``.
+(``run.shard_aggregation``), as a run of the code location's job ``reverify_aggregate``.
 
 The glob, the output and the config are checked before Dagster is imported: a mistake there leaves no failed
 run behind. The shards are indexed in a thread while Dagster imports, and the run takes the index.
@@ -17,10 +17,10 @@ from reverify_assets.cli.summary import print_coverage, print_metrics_computed
 from reverify_assets.errors import UsageError
 from reverify_assets.files.output_lock import HeldOutputs
 from reverify_assets.gym.rollout_health import health_settings, known_check_ids
-from reverify_assets.pipeline.preparation import load_verifier_setup
-from reverify_assets.pipeline.shard_aggregation import check_output_name, shard_files, start_shard_index
-from reverify_assets.pipeline.startup_handoff import StartupHandoff
 from reverify_assets.processes.prefetch import PrefetchedWork
+from reverify_assets.run.preparation import load_verifier_setup
+from reverify_assets.run.shard_aggregation import check_output_name, shard_files, start_shard_index
+from reverify_assets.run.startup_handoff import StartupHandoff
 
 
 def absolute_globs(input_glob: str) -> str:

@@ -1,12 +1,12 @@
-"""``reverify run --dry-run``: the census of what the run would verify and spend (``pipeline.census``), printed."""
+"""``reverify run --dry-run``: the census of what the run would verify and spend (``run.census``), printed."""
 
 from __future__ import annotations
 
 from reverify_assets.budget.prices import JudgePrices, judge_prices
 from reverify_assets.config.override_paths import JUDGE_PRICES_KEY
-from reverify_assets.pipeline.census import Census, take_census
-from reverify_assets.pipeline.options import RunOptions
-from reverify_assets.pipeline.preparation import VerifierSetup
+from reverify_assets.run.census import Census, take_census
+from reverify_assets.run.options import RunOptions
+from reverify_assets.run.preparation import VerifierSetup
 
 
 def dry_run(options: RunOptions, setup: VerifierSetup) -> None:

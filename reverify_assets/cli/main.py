@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="reverify", description="Re-score stored NeMo Gym rollouts with a changed verifier.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    from reverify_assets.pipeline.options import RunOptions
+    from reverify_assets.run.options import RunOptions
 
     run = commands.add_parser("run", help="re-verify rollouts (a Dagster materialization)")
     add_flags(run, RunOptions)
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_flags(command: argparse.ArgumentParser, model: type[BaseModel], only: Sequence[str] | None = None) -> None:
-    """One option for each field of ``model`` that has a description (``pipeline.options.flag``), or of those
+    """One option for each field of ``model`` that has a description (``run.options.flag``), or of those
     named in ``only``: named for the field (or its ``option``), its help the description, its value checked by
     the model when the command builds it."""
     for name, field in model.model_fields.items():

@@ -38,9 +38,9 @@ def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.errors import ReverifyError
     from reverify_assets.files.jsonl import write_json_atomic
     from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
-    from reverify_assets.pipeline.preparation import index_inputs, index_rollouts, join_and_route, load_verifier_setup
     from reverify_assets.probe.noise_report import NoiseReport, ScoredRow
     from reverify_assets.probe.repeated_scoring import sample_plan, score_repeatedly
+    from reverify_assets.run.preparation import index_inputs, index_rollouts, join_and_route, load_verifier_setup
 
     if args.repeats < 2:
         raise UsageError(f"--repeats must be at least 2, got {args.repeats}")

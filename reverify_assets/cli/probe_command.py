@@ -29,8 +29,8 @@ def add_probe_parser(commands: Any) -> None:
 def probe_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.files.dagster_home import probe_report_path
     from reverify_assets.files.jsonl import write_json_atomic
-    from reverify_assets.pipeline.preparation import load_verifier_setup
     from reverify_assets.probe.two_passes import run_probe
+    from reverify_assets.run.preparation import load_verifier_setup
 
     inputs, rollouts = checked_sources(args)
     output = report_path(args.output, inputs, rollouts) if args.output else None

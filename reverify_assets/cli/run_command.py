@@ -24,13 +24,13 @@ from reverify_assets.files.output_lock import HeldOutputs
 from reverify_assets.files.preflight import check_source_file
 from reverify_assets.keys.rollout_identity import ALLOW_KEY, allows_prompt_mismatch
 from reverify_assets.keys.rollout_mismatch import first_rows_disagree
-from reverify_assets.pipeline.options import RunOptions
-from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup, rollouts_scan_limit
-from reverify_assets.pipeline.startup_handoff import StartupHandoff
-from reverify_assets.pipeline.startup_prefetch import PrefetchedInputs
 from reverify_assets.processes.prefetch import PrefetchedWork, start_import
 from reverify_assets.resume.output_policy import check_fresh_output, check_sources_kept
 from reverify_assets.resume.settled_keys import max_attempts_from
+from reverify_assets.run.options import RunOptions
+from reverify_assets.run.preparation import VerifierSetup, load_verifier_setup, rollouts_scan_limit
+from reverify_assets.run.startup_handoff import StartupHandoff
+from reverify_assets.run.startup_prefetch import PrefetchedInputs
 from reverify_assets.verifier.launcher import prestarted_servers
 
 log = logging.getLogger("reverify")

@@ -2,7 +2,7 @@
 by ``url``.
 
 A built-in server that runs as one copy is served in this process. NeMo Gym's own servers, and servers that run as
-several copies (``replicas``, see ``pipeline.replication``), are started as for a run; several copies sit behind
+several copies (``replicas``, see ``run.replication``), are started as for a run; several copies sit behind
 one address (``verifier.balancer``: the block's ``port``, else a free one) that sends each request to the copy
 with the fewest in flight.
 """
@@ -24,9 +24,9 @@ from aiohttp import web
 from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ConfigError, ServerError
-from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
-from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
 from reverify_assets.rows.verifier_wire import bind_loopback
+from reverify_assets.run.preparation import VerifierSetup, load_verifier_setup
+from reverify_assets.run.replication import add_replicas, wanted_replicas
 from reverify_assets.servers.hosting import serve_until_stopped
 from reverify_assets.verifier.balancer import Balancer
 from reverify_assets.verifier.launcher import ServerFleet

@@ -22,7 +22,7 @@ MODELS = "responses_api_models"
 ENVIRONMENTS = "environment_servers"
 # NeMo Gym's kinds of server block (nemo_gym/config_types.py, is_almost_server).
 SERVER_KINDS = (RESOURCES_SERVERS, AGENTS, MODELS, ENVIRONMENTS)
-REPLICAS_FIELD = "replicas"  # how many copies of the server run (``pipeline.replication``)
+REPLICAS_FIELD = "replicas"  # how many copies of the server run (``run.replication``)
 URL_FIELD = "url"  # a running server's: nothing is started for the block
 
 

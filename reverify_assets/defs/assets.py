@@ -1,4 +1,4 @@
-"""The rescoring as software-defined assets. Bodies stay thin: the work is in ``pipeline``.
+"""The rescoring as software-defined assets. Bodies stay thin: the work is in ``run``.
 
 A rescoring (group ``reverify``)::
 
@@ -40,26 +40,26 @@ from reverify_assets.keys.key_index import KEY_COLUMNS, KeyIndex
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
 from reverify_assets.keys.sorted_output import sort_by_key
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
-from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shards
-from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
-from reverify_assets.pipeline.metrics_step import run_aggregation
-from reverify_assets.pipeline.output_summary import summarize_output
-from reverify_assets.pipeline.preparation import InputsIndex, join_and_route, rollouts_scan_limit
-from reverify_assets.pipeline.shard_merge import index_shards
-from reverify_assets.pipeline.startup_handoff import StartupHandoff
-from reverify_assets.pipeline.startup_prefetch import (
+from reverify_assets.recovery.judge_failures import index_judge_failures
+from reverify_assets.recovery.merge import seed_successes
+from reverify_assets.run.aggregation_rows import rows_of_file, rows_of_shards
+from reverify_assets.run.coverage_count import CoverageSources, PlannedKeys
+from reverify_assets.run.metrics_step import run_aggregation
+from reverify_assets.run.output_summary import summarize_output
+from reverify_assets.run.preparation import InputsIndex, join_and_route, rollouts_scan_limit
+from reverify_assets.run.shard_merge import index_shards
+from reverify_assets.run.startup_handoff import StartupHandoff
+from reverify_assets.run.startup_prefetch import (
     hand_over_plan,
     read_plan,
     scan_rollouts,
     take_prefetched_plan,
     write_inputs_index,
 )
-from reverify_assets.pipeline.unfinished_metrics import finish_command, unfinished_metrics_message
-from reverify_assets.pipeline.verification import run_verification
-from reverify_assets.pipeline.verify_loop import VerifyStats
-from reverify_assets.pipeline.whole_output import whole_output
-from reverify_assets.recovery.judge_failures import index_judge_failures
-from reverify_assets.recovery.merge import seed_successes
+from reverify_assets.run.unfinished_metrics import finish_command, unfinished_metrics_message
+from reverify_assets.run.verification import run_verification
+from reverify_assets.run.verify_loop import VerifyStats
+from reverify_assets.run.whole_output import whole_output
 from reverify_assets.verifier.client import AggregateMetricsFailed
 
 RESCORING = "reverify"

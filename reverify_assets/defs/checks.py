@@ -26,8 +26,8 @@ import warnings
 import dagster as dg
 
 from reverify_assets.gym.rollout_health import HealthOutcome
-from reverify_assets.pipeline.output_summary import OutputSummary
 from reverify_assets.probe.report import CONSISTENT, DRIFTED, ProbeReport
+from reverify_assets.run.output_summary import OutputSummary
 
 JOIN_COMPLETE = "join_complete"
 NO_DUPLICATE_KEYS = "no_duplicate_keys"

@@ -22,7 +22,7 @@ from reverify_assets.defs.instance import open_dagster_instance
 from reverify_assets.defs.log_capture import capture_deaf_to_ctrl_c
 from reverify_assets.defs.resources import RescoringResource, startup_resource
 from reverify_assets.defs.run_storage import RunScopedIOManager
-from reverify_assets.pipeline.startup_handoff import StartupHandoff
+from reverify_assets.run.startup_handoff import StartupHandoff
 
 
 @dataclass(frozen=True)

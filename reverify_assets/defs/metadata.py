@@ -16,11 +16,11 @@ from reverify_assets.metrics.coverage import (
     describe,
     total_coverage,
 )
-from reverify_assets.pipeline.metrics_step import Aggregation
-from reverify_assets.pipeline.output_summary import OutputSummary
-from reverify_assets.pipeline.verification import VerificationResult
-from reverify_assets.pipeline.verify_loop import VerifyStats
 from reverify_assets.probe.report import ProbeReport
+from reverify_assets.run.metrics_step import Aggregation
+from reverify_assets.run.output_summary import OutputSummary
+from reverify_assets.run.verification import VerificationResult
+from reverify_assets.run.verify_loop import VerifyStats
 
 
 def figure(value: float, decimals: int = 4) -> dg.FloatMetadataValue:

@@ -1,4 +1,4 @@
-"""Everything the project's Dagster code location holds: the CLI pipeline and one group per rescoring."""
+"""Everything the project's Dagster code location holds: the CLI's assets and one group per rescoring."""
 
 from __future__ import annotations
 

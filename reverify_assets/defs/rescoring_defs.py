@@ -41,7 +41,6 @@ from reverify_assets.defs.metadata import (
 from reverify_assets.defs.run_tags import CONFIG_TAG, RESCORING_TAG, VARIANT_TAG
 from reverify_assets.defs.shard_events import join_problems, payload_events, verified_events
 from reverify_assets.errors import InputError, StateError
-from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.probe.rescoring_probe import probe_first_source
 from reverify_assets.rescoring.layout import RescoringLayout
 from reverify_assets.rescoring.shard_aggregate import merge_included_shards
@@ -49,6 +48,7 @@ from reverify_assets.rescoring.shard_gate import gate_shards
 from reverify_assets.rescoring.shard_work import plan_shard_files, verify_shard
 from reverify_assets.rescoring.spec import RescoringSpec, Schedule
 from reverify_assets.rescoring.status import ShardPartitions
+from reverify_assets.run.preparation import VerifierSetup, load_verifier_setup
 
 VERIFIER_POOL = "verifier"
 SHARD_DIMENSION = "shard"

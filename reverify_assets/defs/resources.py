@@ -16,11 +16,11 @@ from pydantic import Field, PrivateAttr
 
 from reverify_assets.errors import StateError
 from reverify_assets.files.names import output_partition_key
-from reverify_assets.pipeline.options import RunFlags, RunOptions
-from reverify_assets.pipeline.preparation import VerifierSetup, load_verifier_setup
-from reverify_assets.pipeline.startup_handoff import StartupHandoff
-from reverify_assets.pipeline.verification import VerifyStep
 from reverify_assets.processes import secrets as process_secrets
+from reverify_assets.run.options import RunFlags, RunOptions
+from reverify_assets.run.preparation import VerifierSetup, load_verifier_setup
+from reverify_assets.run.startup_handoff import StartupHandoff
+from reverify_assets.run.verification import VerifyStep
 
 
 class VerifierConfigResource(dg.ConfigurableResource):

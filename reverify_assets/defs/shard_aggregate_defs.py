@@ -19,8 +19,8 @@ from reverify_assets.defs.resources import ShardAggregateResource, refuse_other_
 from reverify_assets.defs.run_storage import RunScopedIOManager
 from reverify_assets.files.names import aggregate_metrics_path
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
-from reverify_assets.pipeline.shard_aggregation import aggregate_shards
-from reverify_assets.pipeline.startup_handoff import StartupHandoff
+from reverify_assets.run.shard_aggregation import aggregate_shards
+from reverify_assets.run.startup_handoff import StartupHandoff
 
 MERGED_OUTPUTS = dg.DynamicPartitionsDefinition(name="reverify_merged_outputs")
 AGGREGATE_JOB_NAME = "reverify_aggregate"

@@ -17,10 +17,10 @@ import polars as pl
 from reverify_assets.files.jsonl import iter_jsonl
 from reverify_assets.keys.key_index import KEY_COLUMNS
 from reverify_assets.keys.rollout_keys import RolloutKey, row_key
-from reverify_assets.pipeline.preparation import VerifierSetup
-from reverify_assets.pipeline.verification import VerifyStep, run_verification
 from reverify_assets.resume.output_policy import OutputPolicy
 from reverify_assets.rows.row_fields import is_masked, numeric_reward
+from reverify_assets.run.preparation import VerifierSetup
+from reverify_assets.run.verification import VerifyStep, run_verification
 
 
 def sample_plan(plan: pl.DataFrame, size: int, seed: int, strata: str | None = None) -> pl.DataFrame:

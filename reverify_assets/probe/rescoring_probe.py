@@ -8,11 +8,11 @@ from pathlib import Path
 from reverify_assets.errors import StateError
 from reverify_assets.files.dagster_home import DEFAULT_PROBE_SAMPLE, probe_report_path
 from reverify_assets.files.jsonl import write_json_atomic
-from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.probe.report import ProbeReport
 from reverify_assets.probe.two_passes import run_probe
 from reverify_assets.rescoring.sources import discover_sources
 from reverify_assets.rescoring.spec import RescoringSpec
+from reverify_assets.run.preparation import VerifierSetup
 
 
 def probe_first_source(spec: RescoringSpec, setup: VerifierSetup) -> tuple[ProbeReport, Path]:

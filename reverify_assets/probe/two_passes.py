@@ -17,10 +17,10 @@ import polars as pl
 
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
 from reverify_assets.keys.rollout_keys import RolloutKey
-from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
-from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.probe.repeated_scoring import sample_plan, score_repeatedly
 from reverify_assets.probe.report import SHOWN_KEYS, Disagreement, ProbeReport, pair_agreement, verdict
+from reverify_assets.run.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
+from reverify_assets.run.row_source import PairReader
 
 AGENT_COLUMN = "agent"
 NO_AGENT = "(no agent_ref)"

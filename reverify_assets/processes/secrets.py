@@ -1,7 +1,7 @@
 """The secrets this process holds, and the one redactor of what it writes, logs and raises.
 
 A secret is remembered where it is read: a judge server when it opens (its API key, from the environment), the
-CLI when it loads a config that points at one (``pipeline.run_secrets``). From the first one on, every log
+CLI when it loads a config that points at one (``run.config_secrets``). From the first one on, every log
 record the process makes is redacted as it is made, whichever logger and handler it goes to (the record factory
 is process-wide; a filter on a logger would miss what its children log). The writers of rows and error messages
 call ``redact`` and ``line_redactor``.

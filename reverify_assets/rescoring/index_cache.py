@@ -15,7 +15,7 @@ import polars as pl
 
 from reverify_assets.files.atomic import write_bytes_atomic, write_parquet_atomic
 from reverify_assets.keys.key_index import KeyIndex
-from reverify_assets.pipeline.preparation import InputsIndex, index_inputs, index_rollouts, inputs_index_frame
+from reverify_assets.run.preparation import InputsIndex, index_inputs, index_rollouts, inputs_index_frame
 
 # Folded into every entry's name: an index of an older layout is never read, but made anew. 2: with each row's
 # prompt fingerprint, which the shard's join compares (keys.rollout_identity).

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 from reverify_assets.files.names import sidecar_path
 from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealthCheck
-from reverify_assets.pipeline.aggregation_rows import rows_of_shards
-from reverify_assets.pipeline.coverage_count import CoverageSources
-from reverify_assets.pipeline.metrics_step import Aggregation, run_aggregation
-from reverify_assets.pipeline.output_summary import OutputSummary
-from reverify_assets.pipeline.preparation import VerifierSetup
-from reverify_assets.pipeline.shard_merge import index_shards
 from reverify_assets.rescoring.layout import RescoringLayout
 from reverify_assets.rescoring.shard_gate import ShardGate, planned_keys
+from reverify_assets.run.aggregation_rows import rows_of_shards
+from reverify_assets.run.coverage_count import CoverageSources
+from reverify_assets.run.metrics_step import Aggregation, run_aggregation
+from reverify_assets.run.output_summary import OutputSummary
+from reverify_assets.run.preparation import VerifierSetup
+from reverify_assets.run.shard_merge import index_shards
 
 
 @dataclass(frozen=True)

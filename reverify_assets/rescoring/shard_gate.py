@@ -11,12 +11,12 @@ import polars as pl
 from reverify_assets.errors import ReverifyError
 from reverify_assets.files.names import sidecar_path
 from reverify_assets.keys.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.pipeline.coverage_count import PlannedKeys
 from reverify_assets.rescoring.layout import RescoringLayout
 from reverify_assets.rescoring.shard_keys import parse_shard_key
 from reverify_assets.rescoring.sources import discover_sources
 from reverify_assets.resume.failed_keys import count_by_class, read_failed_keys
 from reverify_assets.resume.settled_keys import KEY_SCHEMA
+from reverify_assets.run.coverage_count import PlannedKeys
 
 
 @dataclass

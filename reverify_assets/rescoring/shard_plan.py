@@ -8,7 +8,7 @@ import polars as pl
 
 from reverify_assets.config.topology import Topology
 from reverify_assets.keys.key_index import KEY_COLUMNS, KeyIndex, duplicated_keys
-from reverify_assets.pipeline.preparation import InputsIndex, join_and_route
+from reverify_assets.run.preparation import InputsIndex, join_and_route
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,6 @@ from reverify_assets.files.atomic import write_bytes_atomic, write_parquet_atomi
 from reverify_assets.files.names import sidecar_path
 from reverify_assets.keys.key_index import KEY_COLUMNS
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
-from reverify_assets.pipeline.preparation import VerifierSetup
-from reverify_assets.pipeline.verification import VerificationResult, VerifyStep, run_verification
-from reverify_assets.pipeline.whole_output import WholeOutput, whole_output
 from reverify_assets.rescoring.layout import RescoringLayout
 from reverify_assets.rescoring.shard_gate import unresolved_failures
 from reverify_assets.rescoring.shard_keys import parse_shard_key, task_range
@@ -26,6 +23,9 @@ from reverify_assets.rescoring.shard_plan import ShardPlan, plan_shard
 from reverify_assets.rescoring.sources import source_by_id
 from reverify_assets.resume.output_policy import OutputPolicy
 from reverify_assets.resume.settled_keys import max_attempts_from
+from reverify_assets.run.preparation import VerifierSetup
+from reverify_assets.run.verification import VerificationResult, VerifyStep, run_verification
+from reverify_assets.run.whole_output import WholeOutput, whole_output
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import pytest
 
 from reverify_assets.files.names import aggregate_metrics_path
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD
-from reverify_assets.pipeline.aggregation_rows import IN_PROCESS_BELOW_BYTES, rows_of_file
-from reverify_assets.pipeline.metrics_step import run_aggregation
-from reverify_assets.pipeline.preparation import load_verifier_setup
+from reverify_assets.run.aggregation_rows import IN_PROCESS_BELOW_BYTES, rows_of_file
+from reverify_assets.run.metrics_step import run_aggregation
+from reverify_assets.run.preparation import load_verifier_setup
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
 from tests.support.cli import MCQA_CONFIG, run_mcqa, run_reverify
 

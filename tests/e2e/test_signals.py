@@ -57,7 +57,7 @@ def _rows_written(cli: subprocess.Popen[str], output: Path) -> bool:
 PHASES = {
     "start-up": _running("reverify_assets.keys.scan_process"),  # servers starting, the keys being scanned
     "verify": _rows_written,
-    "aggregation": _running("reverify_assets.pipeline.aggregation_rows_process"),
+    "aggregation": _running("reverify_assets.run.aggregation_rows_process"),
 }
 
 

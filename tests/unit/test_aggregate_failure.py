@@ -11,8 +11,8 @@ import pytest
 
 from reverify_assets.files.names import expand_input_glob
 from reverify_assets.files.positional_reader import PositionalReader
-from reverify_assets.pipeline.unfinished_metrics import finish_command, unfinished_metrics_message
 from reverify_assets.processes import secrets as process_secrets
+from reverify_assets.run.unfinished_metrics import finish_command, unfinished_metrics_message
 
 
 def test_each_reader_of_a_spool_starts_at_its_first_byte_whatever_the_others_did() -> None:

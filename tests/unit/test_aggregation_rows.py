@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 from reverify_assets.errors import InputError
-from reverify_assets.pipeline import aggregation_rows
-from reverify_assets.pipeline.aggregation_rows import rows_of_file, rows_of_shards
-from reverify_assets.pipeline.shard_merge import index_shards, iter_rows, merged_rows
 from reverify_assets.rows.row_fields import strip_for_aggregation
+from reverify_assets.run import aggregation_rows
+from reverify_assets.run.aggregation_rows import rows_of_file, rows_of_shards
+from reverify_assets.run.shard_merge import index_shards, iter_rows, merged_rows
 
 CHILD = {"in_process_below": 0}  # every source is read by the process
 IN_PROCESS = {"in_process_below": 1 << 40}

@@ -11,8 +11,8 @@ from reverify_assets.config.fingerprint import verifier_config_hash
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.topology import read_topology
 from reverify_assets.errors import ConfigError, ServerError, UsageError
-from reverify_assets.pipeline.preparation import load_verifier_setup
-from reverify_assets.pipeline.reverify_guard import enforce_guard
+from reverify_assets.run.preparation import load_verifier_setup
+from reverify_assets.run.reverify_guard import enforce_guard
 
 MCQA = {"mcqa": {"resources_servers": {"mcqa": {"entrypoint": "app.py", "grading_mode": None, "domain": "knowledge"}}}}
 TWO_SERVERS_WITH_AGENTS = {

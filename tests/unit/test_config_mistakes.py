@@ -19,7 +19,7 @@ from reverify_assets.config.known_fields import (
 from reverify_assets.config.loading import load_config
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ConfigError, UsageError
-from reverify_assets.pipeline.preparation import load_verifier_setup
+from reverify_assets.run.preparation import load_verifier_setup
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.mcqa.server import MCQAServerConfig
 from reverify_assets.servers.registry import validate_builtin_block

@@ -12,7 +12,7 @@ from reverify_assets.config.server_url import url_problem
 from reverify_assets.config.sources import DEFAULT, NOT_SET, UNTRACKED
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ConfigError
-from reverify_assets.pipeline.preparation import load_verifier_setup
+from reverify_assets.run.preparation import load_verifier_setup
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 
 MCQA_BLOCK = "mcqa.resources_servers.mcqa"

@@ -21,10 +21,10 @@ from reverify_assets.metrics.coverage import (
     provenance_block,
     total_coverage,
 )
-from reverify_assets.pipeline.coverage_count import CoverageSources, PlannedKeys
-from reverify_assets.pipeline.metrics_step import run_aggregation
-from reverify_assets.pipeline.preparation import VerifierSetup
 from reverify_assets.rows.result_routing import scoring_config as config_of
+from reverify_assets.run.coverage_count import CoverageSources, PlannedKeys
+from reverify_assets.run.metrics_step import run_aggregation
+from reverify_assets.run.preparation import VerifierSetup
 
 # --- The block and its bounds (pure) ----------------------------------------------------------------------
 

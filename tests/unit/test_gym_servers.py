@@ -30,9 +30,9 @@ from reverify_assets.gym.installation import (
 from reverify_assets.gym.launch import SERVER_BOOTSTRAP, gym_server_command, server_folder
 from reverify_assets.gym.server_config import gym_server_config
 from reverify_assets.gym.server_python import added_requirements, server_python, server_requirements
-from reverify_assets.pipeline import preparation
-from reverify_assets.pipeline.preparation import load_verifier_setup
 from reverify_assets.processes.child_python import child_environment, module_command
+from reverify_assets.run import preparation
+from reverify_assets.run.preparation import load_verifier_setup
 from reverify_assets.servers.registry import BUILTIN_SERVERS
 
 

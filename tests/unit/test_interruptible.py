@@ -9,8 +9,8 @@ from types import FrameType
 
 import pytest
 
-from reverify_assets.pipeline.verification import _interruptible
 from reverify_assets.processes import interrupts
+from reverify_assets.run.verification import _interruptible
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

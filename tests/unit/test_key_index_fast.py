@@ -17,8 +17,8 @@ from reverify_assets.keys import scan_process as key_scan_process
 from reverify_assets.keys.key_columns import scan_key_columns
 from reverify_assets.keys.key_index import scan_keys
 from reverify_assets.keys.rollout_keys import RolloutKey
-from reverify_assets.pipeline.preparation import _scan_inputs_by_line, index_inputs, index_rollouts
 from reverify_assets.rows.payload import has_response, missing_response_message
+from reverify_assets.run.preparation import _scan_inputs_by_line, index_inputs, index_rollouts
 
 AGENT = {"type": "responses_api_agents", "name": "a"}
 

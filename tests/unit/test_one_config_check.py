@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from reverify_assets.defs.checks import one_config_result
-from reverify_assets.pipeline.output_summary import UNKNOWN_PROVENANCE, OutputSummary
+from reverify_assets.run.output_summary import UNKNOWN_PROVENANCE, OutputSummary
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from reverify_assets.pipeline.output_summary import UNKNOWN_PROVENANCE, OutputSummary, summarize_output
 from reverify_assets.rows.result_routing import PROVENANCE_FIELD
+from reverify_assets.run.output_summary import UNKNOWN_PROVENANCE, OutputSummary, summarize_output
 
 ROWS: list[dict[str, Any]] = [
     {"reward": 1.0, PROVENANCE_FIELD: {"config_hash": "a"}},

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from reverify_assets.config.topology import read_topology
-from reverify_assets.pipeline.config_secrets import config_secrets
 from reverify_assets.processes import secrets as process_secrets
 from reverify_assets.processes.redaction import REDACTED, Redactor
+from reverify_assets.run.config_secrets import config_secrets
 
 KEY = "sk-proj-Zq8Lw3Xv7Nc2Rb5Ty1Mk4Hd9Gf6Js0Pa1"  # 41 characters, as in the issue
 OTHER = "sk-other-0123456789abcdefghij"

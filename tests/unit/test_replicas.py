@@ -11,8 +11,8 @@ import pytest
 from reverify_assets.config.fingerprint import verifier_config_hash
 from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import ConfigError
-from reverify_assets.pipeline.replication import check_placement_fields, wanted_replicas
 from reverify_assets.rows.verifier_wire import RetryPolicy
+from reverify_assets.run.replication import check_placement_fields, wanted_replicas
 from reverify_assets.verifier.client import VerifierClient, VerifyOutcome
 from reverify_assets.verifier.replicas import ReplicaSet
 

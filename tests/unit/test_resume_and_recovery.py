@@ -14,11 +14,11 @@ from reverify_assets.errors import InputError, StateError
 from reverify_assets.files.names import RunFiles
 from reverify_assets.files.output_tail import repair_unterminated_tail
 from reverify_assets.keys.key_index import scan_keys
-from reverify_assets.pipeline.aggregation import LocalGroup, RemoteGroup, collect_groups
 from reverify_assets.recovery.judge_failures import index_judge_failures, iter_seed_lines, successes_to_seed
 from reverify_assets.recovery.merge import seed_successes
 from reverify_assets.resume.output_policy import OutputPolicy, check_resumed_configs
 from reverify_assets.resume.settled_keys import max_attempts_from, read_cache, resume_summary
+from reverify_assets.run.aggregation import LocalGroup, RemoteGroup, collect_groups
 
 
 def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -205,7 +205,7 @@ def test_rows_out_of_key_order_are_refused_by_name() -> None:
 
 
 def test_reading_back_a_row_that_moved_is_an_error(tmp_path: Path) -> None:
-    from reverify_assets.pipeline.row_source import PairReader
+    from reverify_assets.run.row_source import PairReader
 
     inputs = jsonl(tmp_path / "i.jsonl", [key(0), key(1)])
     rollouts = jsonl(tmp_path / "r.jsonl", [key(0, response={}), key(1, response={})])

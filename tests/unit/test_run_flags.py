@@ -1,4 +1,4 @@
-"""The run's flags are declared once (``pipeline.options``): the parser, the run config and the verify step's
+"""The run's flags are declared once (``run.options``): the parser, the run config and the verify step's
 options are what that declaration says."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from reverify_assets.cli.main import build_parser
 from reverify_assets.defs.resources import RescoringResource
-from reverify_assets.pipeline.options import RunFlags, RunOptions
-from reverify_assets.pipeline.verification import VerifyStep
+from reverify_assets.run.options import RunFlags, RunOptions
+from reverify_assets.run.verification import VerifyStep
 
 
 def run_parser() -> argparse.ArgumentParser:

@@ -1,10 +1,10 @@
-"""``pipeline.settle_order``: rows released in the order they were sent, within bounds."""
+"""``run.settle_order``: rows released in the order they were sent, within bounds."""
 
 from __future__ import annotations
 
 import pytest
 
-from reverify_assets.pipeline.settle_order import SettleOrder
+from reverify_assets.run.settle_order import SettleOrder
 
 
 class Clock:

@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 from reverify_assets.errors import InputError
-from reverify_assets.pipeline import shard_aggregation
-from reverify_assets.pipeline.preparation import load_verifier_setup
-from reverify_assets.pipeline.shard_aggregation import aggregate_shards, shard_files, start_shard_index
 from reverify_assets.processes.prefetch import PrefetchedWork
+from reverify_assets.run import shard_aggregation
+from reverify_assets.run.preparation import load_verifier_setup
+from reverify_assets.run.shard_aggregation import aggregate_shards, shard_files, start_shard_index
 from tests.support.cli import CONFORMANCE_ROLLOUTS, MCQA_CONFIG
 
 

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from reverify_assets.errors import InputError
-from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards, iter_rows, merged_rows
 from reverify_assets.rows.result_routing import PROVENANCE_FIELD, scoring_config
+from reverify_assets.run.shard_merge import CountsByShard, index_shards, iter_rows, merged_rows
 
 
 def shard(path: Path, keys: list[tuple[int, int]]) -> Path:

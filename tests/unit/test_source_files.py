@@ -13,8 +13,8 @@ from reverify_assets.errors import InputError, OutputError, ReadError
 from reverify_assets.files.jsonl import iter_jsonl, read_row_at
 from reverify_assets.files.names import RunFiles
 from reverify_assets.files.preflight import check_source_file
-from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.resume.output_policy import OutputPolicy, check_sources_kept, check_step_sources
+from reverify_assets.run.row_source import PairReader
 
 
 def regular(path: Path) -> Path:

@@ -23,8 +23,10 @@ from reverify_assets.config.topology import ServerBlock
 from reverify_assets.errors import InputError
 from reverify_assets.keys import scan_process as key_scan_process
 from reverify_assets.keys.key_columns import FilePart, KeyColumns
-from reverify_assets.pipeline import startup_prefetch
-from reverify_assets.pipeline.preparation import (
+from reverify_assets.processes import prefetch
+from reverify_assets.processes.prefetch import PrefetchedWork, start_import
+from reverify_assets.run import startup_prefetch
+from reverify_assets.run.preparation import (
     InputsIndex,
     VerifierSetup,
     index_rollouts,
@@ -32,7 +34,7 @@ from reverify_assets.pipeline.preparation import (
     join_and_route,
     load_verifier_setup,
 )
-from reverify_assets.pipeline.startup_prefetch import (
+from reverify_assets.run.startup_prefetch import (
     PrefetchedInputs,
     hand_over_plan,
     read_plan,
@@ -41,8 +43,6 @@ from reverify_assets.pipeline.startup_prefetch import (
     take_prefetched_plan,
     write_inputs_index,
 )
-from reverify_assets.processes import prefetch
-from reverify_assets.processes.prefetch import PrefetchedWork, start_import
 from reverify_assets.verifier.launcher import ServerFleet, prestarted_servers
 
 MCQA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mcqa.yaml"

@@ -17,10 +17,10 @@ from reverify_assets.compare.comparison import CompareRequest, run_comparison
 from reverify_assets.compare.stored_flips import StoredRewardFlips
 from reverify_assets.files.names import RunFiles
 from reverify_assets.keys.key_index import KEY_COLUMNS, scan_keys
-from reverify_assets.pipeline.output_flips import tally_output_flips
-from reverify_assets.pipeline.row_source import PairReader
-from reverify_assets.pipeline.verify_loop import verify_plan
 from reverify_assets.rows.row_fields import numeric_reward
+from reverify_assets.run.output_flips import tally_output_flips
+from reverify_assets.run.row_source import PairReader
+from reverify_assets.run.verify_loop import verify_plan
 from reverify_assets.verifier.client import VerifyOutcome
 from tests.support.cli import write_jsonl
 

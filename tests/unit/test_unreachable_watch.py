@@ -10,9 +10,9 @@ import pytest
 
 from reverify_assets.cli.summary import print_failure_causes
 from reverify_assets.files.names import RunFiles
-from reverify_assets.pipeline.unreachable_watch import ServerCannotConnect, UnreachableWatch
-from reverify_assets.pipeline.verify_loop import verify_plan
 from reverify_assets.rows.result_routing import failure_message
+from reverify_assets.run.unreachable_watch import ServerCannotConnect, UnreachableWatch
+from reverify_assets.run.verify_loop import verify_plan
 from reverify_assets.verifier.client import VerifyOutcome
 from tests.unit.test_verify_loop import Pairs, plan
 

@@ -13,12 +13,12 @@ import pytest
 
 from reverify_assets.errors import ReverifyError
 from reverify_assets.files.names import RunFiles
-from reverify_assets.pipeline import row_source, verify_loop
-from reverify_assets.pipeline.row_source import PairReader, ReadPair
-from reverify_assets.pipeline.settle_order import SettleOrder
-from reverify_assets.pipeline.verify_loop import verify_plan
 from reverify_assets.rows.result_routing import Destination
 from reverify_assets.rows.routed_row import RoutedRow
+from reverify_assets.run import row_source, verify_loop
+from reverify_assets.run.row_source import PairReader, ReadPair
+from reverify_assets.run.settle_order import SettleOrder
+from reverify_assets.run.verify_loop import verify_plan
 from reverify_assets.verifier.client import Route, StoredRowOutcome, VerifyOutcome
 
 

@@ -16,7 +16,8 @@ from reverify_assets.config.implementations import runs_builtin
 from reverify_assets.files.jsonl import AtomicWriter
 from reverify_assets.metrics.aggregate import empty_answer
 from reverify_assets.metrics.coverage import COVERAGE_FIELD, PROVENANCE_BLOCK_FIELD, provenance_block
-from reverify_assets.pipeline.aggregation import (
+from reverify_assets.rows.verifier_wire import RetryPolicy
+from reverify_assets.run.aggregation import (
     NOT_IN_SUMMARY,
     LocalGroup,
     RemoteGroup,
@@ -27,10 +28,9 @@ from reverify_assets.pipeline.aggregation import (
     group_of,
     remote_answers,
 )
-from reverify_assets.pipeline.coverage_count import CoverageSources, CoverageTally, GroupCoverage
-from reverify_assets.pipeline.preparation import VerifierSetup
-from reverify_assets.pipeline.verification import client_session
-from reverify_assets.rows.verifier_wire import RetryPolicy
+from reverify_assets.run.coverage_count import CoverageSources, CoverageTally, GroupCoverage
+from reverify_assets.run.preparation import VerifierSetup
+from reverify_assets.run.verification import client_session
 from reverify_assets.verifier.client import VerifierClient
 from reverify_assets.verifier.launcher import PrestartedServers, ServerFleet
 from reverify_assets.verifier.server_metrics import ServerHooks, server_hooks

@@ -16,8 +16,8 @@ from reverify_assets.compare.stored_flips import StoredRewardFlips
 from reverify_assets.files.jsonl import iter_jsonl, read_row_at
 from reverify_assets.keys.key_index import KEY_COLUMNS
 from reverify_assets.keys.rollout_keys import row_key
-from reverify_assets.pipeline.output_summary import OutputSummary
 from reverify_assets.rows.row_fields import is_masked, numeric_reward
+from reverify_assets.run.output_summary import OutputSummary
 
 
 def tally_output_flips(

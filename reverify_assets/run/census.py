@@ -29,12 +29,12 @@ from reverify_assets.files.jsonl import iter_jsonl
 from reverify_assets.files.names import RunFiles, source_failures_path, unsafe_path
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
 from reverify_assets.keys.rollout_keys import RolloutKey, row_key
-from reverify_assets.pipeline.options import RunOptions
-from reverify_assets.pipeline.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
-from reverify_assets.pipeline.row_source import PairReader
 from reverify_assets.recovery.judge_failures import RECOVERABLE_CLASSES, index_judge_failures
 from reverify_assets.resume.settled_keys import max_attempts_from, read_cache, skip_counts
 from reverify_assets.rows.result_routing import FAILURE_CLASS_FIELD
+from reverify_assets.run.options import RunOptions
+from reverify_assets.run.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
+from reverify_assets.run.row_source import PairReader
 from reverify_assets.servers.judge.config import EquivalenceJudgeConfig
 from reverify_assets.servers.judge.prompt import last_assistant_text, last_user_text
 from reverify_assets.servers.judge.server import first_judgement, judge_request, may_judge_twice, parse_request

@@ -34,7 +34,8 @@ from reverify_assets.keys.key_index import KeyIndex
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
 from reverify_assets.keys.scan_process import ScanFailed, ScanProcess
 from reverify_assets.keys.sorted_keys import take_sorted_by_key
-from reverify_assets.pipeline.preparation import (
+from reverify_assets.processes.prefetch import PrefetchedWork
+from reverify_assets.run.preparation import (
     InputsIndex,
     VerifierSetup,
     index_inputs,
@@ -44,7 +45,6 @@ from reverify_assets.pipeline.preparation import (
     join_and_route,
     rollouts_index_of,
 )
-from reverify_assets.processes.prefetch import PrefetchedWork
 
 T = TypeVar("T")
 log = logging.getLogger("reverify")

@@ -5,8 +5,8 @@ It stops at the first bad row with the in-process reader's error on stderr (pick
 as it is: ``raised_error``) and exit status ``BAD_ROW_EXIT``, and at a closed stdout (the reader stopped) without
 a word, its merged file's temporary copy removed either way. A file source loads no polars.
 
-    python -m reverify_assets.pipeline.aggregation_rows_process file PATH
-    python -m reverify_assets.pipeline.aggregation_rows_process shards INDEX.parquet MERGED|- SHARD...
+    python -m reverify_assets.run.aggregation_rows_process file PATH
+    python -m reverify_assets.run.aggregation_rows_process shards INDEX.parquet MERGED|- SHARD...
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _source_rows(arguments: list[str]) -> Rows:
         # Here, not above: a file source (the run's own output) has no use for polars' 40 MB and 0.1 s.
         import polars as pl
 
-        from reverify_assets.pipeline.shard_merge import iter_rows, merged_rows
+        from reverify_assets.run.shard_merge import iter_rows, merged_rows
 
         index_file, merged, *shards = rest
         index, paths = pl.read_parquet(index_file), [Path(shard) for shard in shards]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from reverify_assets.compare.stored_flips import StoredRewardFlips
-from reverify_assets.pipeline.output_flips import tally_output_flips
-from reverify_assets.pipeline.output_summary import OutputSummary, summarize_output
-from reverify_assets.pipeline.verification import VerificationResult, VerifyStep
+from reverify_assets.run.output_flips import tally_output_flips
+from reverify_assets.run.output_summary import OutputSummary, summarize_output
+from reverify_assets.run.verification import VerificationResult, VerifyStep
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,13 @@ from reverify_assets.files.names import aggregate_metrics_path, expand_input_glo
 from reverify_assets.files.output_lock import HeldOutputs, exclusive_output
 from reverify_assets.gym.rollout_health import HealthOutcome, RolloutHealthCheck
 from reverify_assets.metrics.coverage import describe_configs, mixed_configs_message
-from reverify_assets.pipeline.aggregation_rows import rows_of_shards
-from reverify_assets.pipeline.coverage_count import CoverageSources
-from reverify_assets.pipeline.metrics_step import Aggregation, run_aggregation
-from reverify_assets.pipeline.preparation import VerifierSetup
-from reverify_assets.pipeline.shard_merge import CountsByShard, index_shards
 from reverify_assets.processes.prefetch import PrefetchedWork
 from reverify_assets.rows.result_routing import PROVENANCE_FIELD, scoring_config
+from reverify_assets.run.aggregation_rows import rows_of_shards
+from reverify_assets.run.coverage_count import CoverageSources
+from reverify_assets.run.metrics_step import Aggregation, run_aggregation
+from reverify_assets.run.preparation import VerifierSetup
+from reverify_assets.run.shard_merge import CountsByShard, index_shards
 
 log = logging.getLogger("reverify")
 

@@ -24,12 +24,12 @@ from reverify_assets.errors import ServerError
 from reverify_assets.files.jsonl import LineAppender
 from reverify_assets.files.names import RunFiles
 from reverify_assets.keys.rollout_keys import RolloutKey, describe_key
-from reverify_assets.pipeline.row_source import PairReader
-from reverify_assets.pipeline.settle_order import SettleOrder
-from reverify_assets.pipeline.unreachable_watch import UnreachableWatch
 from reverify_assets.processes import secrets as process_secrets
 from reverify_assets.rows.result_routing import Destination, failure_message
 from reverify_assets.rows.routed_row import RoutedRow, route_result, route_verify_failure
+from reverify_assets.run.row_source import PairReader
+from reverify_assets.run.settle_order import SettleOrder
+from reverify_assets.run.unreachable_watch import UnreachableWatch
 from reverify_assets.verifier.client import Route, StoredRowOutcome, VerifierClient, VerifyOutcome
 
 WRITE_BATCH_LINES = 256

@@ -32,10 +32,10 @@ from reverify_assets.keys.key_index import (
 )
 from reverify_assets.keys.rollout_keys import RolloutKey, describe_key
 from reverify_assets.keys.route_fields import RouteTable, route_fields
-from reverify_assets.pipeline.config_secrets import config_secrets
-from reverify_assets.pipeline.replication import check_placement_fields
 from reverify_assets.processes import secrets as process_secrets
 from reverify_assets.rows.payload import has_response, missing_response_message
+from reverify_assets.run.config_secrets import config_secrets
+from reverify_assets.run.replication import check_placement_fields
 from reverify_assets.servers.registry import BUILTIN_SERVERS, check_known_fields, validate_builtin_block
 
 log = logging.getLogger("reverify")

@@ -22,17 +22,17 @@ from reverify_assets.errors import ServerError
 from reverify_assets.files.names import RunFiles
 from reverify_assets.files.output_lock import HeldOutputs, exclusive_output
 from reverify_assets.keys.sorted_output import sort_by_key
-from reverify_assets.pipeline.options import RunFlags
-from reverify_assets.pipeline.preparation import VerifierSetup
-from reverify_assets.pipeline.replication import add_replicas, wanted_replicas
-from reverify_assets.pipeline.reverify_guard import enforce_guard, guard_message, probe_note, unsafe_servers
-from reverify_assets.pipeline.row_source import PairReader
-from reverify_assets.pipeline.verify_loop import VerifyStats, batch_sizes, verify_plan
 from reverify_assets.processes import interrupts
 from reverify_assets.resume.output_policy import OutputPolicy, check_step_sources, prepare_output
 from reverify_assets.resume.settled_keys import max_attempts_from, resume_summary
 from reverify_assets.rows.result_routing import provenance
 from reverify_assets.rows.verifier_wire import RetryPolicy
+from reverify_assets.run.options import RunFlags
+from reverify_assets.run.preparation import VerifierSetup
+from reverify_assets.run.replication import add_replicas, wanted_replicas
+from reverify_assets.run.reverify_guard import enforce_guard, guard_message, probe_note, unsafe_servers
+from reverify_assets.run.row_source import PairReader
+from reverify_assets.run.verify_loop import VerifyStats, batch_sizes, verify_plan
 from reverify_assets.verifier.client import Route, VerifierClient
 from reverify_assets.verifier.launcher import PrestartedServers, ServerFleet
 from reverify_assets.verifier.replicas import ReplicaSet

@@ -27,10 +27,10 @@ import orjson
 import polars as pl
 
 from reverify_assets.errors import InputError, ReverifyError
-from reverify_assets.pipeline import aggregation_rows_process as child
-from reverify_assets.pipeline.aggregation_rows_process import BAD_ROW_EXIT, NO_MERGED_FILE, Rows
-from reverify_assets.pipeline.shard_merge import iter_rows, merged_rows
 from reverify_assets.processes.child_python import child_environment, module_command
+from reverify_assets.run import aggregation_rows_process as child
+from reverify_assets.run.aggregation_rows_process import BAD_ROW_EXIT, NO_MERGED_FILE, Rows
+from reverify_assets.run.shard_merge import iter_rows, merged_rows
 
 # About 13,000 mcqa rows: below it, parsing them in-process costs no more than starting the process (0.04 s
 # to its first row).

@@ -23,9 +23,9 @@ from reverify_assets.errors import InputError, ReverifyError
 from reverify_assets.files.positional_reader import PositionalReader
 from reverify_assets.metrics.accumulator import MetricsAccumulator
 from reverify_assets.metrics.names import MASK_SAMPLE
-from reverify_assets.pipeline.coverage_count import CoverageTally, GroupKey
 from reverify_assets.rows.result_routing import agent_name, run_label
 from reverify_assets.rows.row_fields import strip_for_aggregation
+from reverify_assets.run.coverage_count import CoverageTally, GroupKey
 from reverify_assets.servers.protocol import MetricsHooks
 from reverify_assets.servers.registry import builtin_metrics_hooks
 from reverify_assets.verifier.client import VerifierClient
