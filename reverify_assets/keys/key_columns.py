@@ -10,7 +10,7 @@ without a word; for any other (a blank line, bad JSON, a byte order mark, a key 
 missing response, an unreadable file) it answers None, and the caller runs the exact scan, which names the
 file, the line and the fault. One difference on input both accept: a field named twice in one object, where
 simdjson finds the first and orjson keeps the last. The verify step and the shard merge parse every row again
-and check its key (``keys.check_indexed_key``).
+and check its key (``rollout_keys.check_indexed_key``).
 
 Nothing here imports polars: the start-up's scan process (``key_scan_process``) runs this beside Dagster's
 import, and starts the sooner for it.

@@ -2,7 +2,7 @@
 
 ``RunFlags`` is what a run of the rescoring assets is asked to do; ``RunOptions`` adds what only the command knows
 (its config files, overrides and modes). Everything else derives from these two:
-- the command's parser (``cli.flags.add_flags``): one option a field, named for it, its help the description;
+- the command's parser (``cli.main.add_flags``): one option a field, named for it, its help the description;
 - the run config a Dagster run keeps (``defs.resources.RescoringResource`` is a ``RunFlags``), which the UI shows
   with the same descriptions and a re-execution runs again;
 - the verify step's options (``output_policy``, ``VerifyStep.of``).
