@@ -48,7 +48,7 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
     output = Path(args.output)
     check_output_name(output)
     overrides = [*overrides, *health_check_overrides(args)]
-    setup = load_verifier_setup([Path(p) for p in args.config], overrides)
+    setup = load_verifier_setup([Path(p) for p in args.config_paths], overrides)
     health_settings(setup.config)
     # Held from here to the end, so that a second writer is refused before it starts a run that would fail.
     held = HeldOutputs()
@@ -63,7 +63,7 @@ def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
             input_glob=absolute_globs(args.input_glob),
             output=str(output.resolve()),
             allow_mixed_configs=args.allow_mixed_configs,
-            **ShardAggregateResource.config_values([Path(p) for p in args.config], overrides),
+            **ShardAggregateResource.config_values([Path(p) for p in args.config_paths], overrides),
         )
         tags = {COMMAND_TAG: "aggregate", OUTPUT_TAG: str(output), CONFIG_TAG: setup.config_hash}
         run_id, made = aggregate_in_process(

@@ -66,31 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="reverify", description="Re-score stored NeMo Gym rollouts with a changed verifier.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    from reverify_assets.run.options import RunOptions
+    from reverify_assets.run.options import AggregateOptions, RunOptions
 
     run = commands.add_parser("run", help="re-verify rollouts (a Dagster materialization)")
     add_flags(run, RunOptions)
 
     aggregate = commands.add_parser("aggregate", help="merge shard outputs and compute their aggregate metrics")
-    aggregate.add_argument("--config", action="append", required=True, help="verifier config YAML (repeatable)")
-    aggregate.add_argument("--input-glob", "-i", required=True, help="comma-separated globs of shard outputs")
-    aggregate.add_argument("--output", "-o", required=True, help="merged output .jsonl")
-    aggregate.add_argument(
-        "--allow-mixed-configs",
-        action="store_true",
-        help="aggregate rows scored by different verifier configs (each entry's provenance block lists them)",
-    )
-    aggregate.add_argument(
-        "--no-health-check", action="store_true", help="skip NeMo Gym's rollout health checks (++disable_health_check)"
-    )
-    aggregate.add_argument(
-        "--health-check-workers", type=int, metavar="N", help="rollout-health worker processes (default min(cpus, 8))"
-    )
-    aggregate.add_argument(
-        "--health-check-ignore",
-        metavar="IDS",
-        help="comma-separated rollout-health check IDs to exclude from the verdicts",
-    )
+    add_flags(aggregate, AggregateOptions)
 
     serve = commands.add_parser("serve", help="run the configured built-in resources servers in the foreground")
     add_flags(serve, RunOptions, only=["config_paths", "no_judge_cache"])
@@ -126,8 +108,8 @@ def add_flags(command: argparse.ArgumentParser, model: type[BaseModel], only: Se
         ]
         kind = field.annotation
         settings: dict[str, Any] = {"dest": name, "help": field.description}
-        if kind is not bool:
-            settings["metavar"] = names[0].removeprefix("--").replace("-", "_").upper()
+        if "metavar" in extra:
+            settings["metavar"] = extra["metavar"]
         if kind is bool:
             settings["action"] = "store_true"
         elif get_origin(kind) is list:

@@ -17,7 +17,7 @@ from pydantic import Field, PrivateAttr
 from reverify_assets.errors import StateError
 from reverify_assets.files.names import output_partition_key
 from reverify_assets.processes import secrets as process_secrets
-from reverify_assets.run.options import RunFlags, RunOptions
+from reverify_assets.run.options import AggregateFlags, RunFlags, RunOptions
 from reverify_assets.run.preparation import VerifierSetup, load_verifier_setup
 from reverify_assets.run.startup_handoff import StartupHandoff
 from reverify_assets.run.verification import VerifyStep
@@ -96,12 +96,8 @@ def startup_resource(handoff: StartupHandoff | None = None) -> dg.ResourceDefini
     )
 
 
-class ShardAggregateResource(VerifierConfigResource):
-    """What one ``reverify aggregate`` merges, and where."""
-
-    input_glob: str = Field(description="comma-separated globs of shard outputs")
-    output: str = Field(description="the merged output (.jsonl); its metrics are written beside it")
-    allow_mixed_configs: bool = Field(default=False, description="aggregate rows of different verifier configs")
+class ShardAggregateResource(VerifierConfigResource, AggregateFlags):
+    """What one ``reverify aggregate`` merges, and where (``AggregateFlags``, declared there)."""
 
     @property
     def partition_key(self) -> str:

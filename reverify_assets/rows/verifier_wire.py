@@ -65,6 +65,11 @@ def is_throttled(status: int, wait_s: float | None) -> bool:
     return status == 429 or (status == 503 and wait_s is not None)
 
 
+def asked_wait_s(status: int, headers: Mapping[str, str]) -> float | None:
+    """How long a reply of ``status`` asks us to wait before the next call: only a throttling status asks."""
+    return retry_after_s(headers) if status in THROTTLED_STATUSES else None
+
+
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
     """How long a throttled reply asks us to wait: OpenAI's ``retry-after-ms``, else ``Retry-After`` in seconds
     or as an HTTP date; None when it does not say (or says nonsense)."""

@@ -1,10 +1,12 @@
-"""The flags of ``reverify run``, declared once, and checked before anything starts.
+"""The flags of ``reverify run`` and ``reverify aggregate``, declared once, and checked before anything starts.
 
 ``RunFlags`` is what a run of the rescoring assets is asked to do; ``RunOptions`` adds what only the command knows
-(its config files, overrides and modes). Everything else derives from these two:
+(its config files, overrides and modes). ``AggregateFlags`` and ``AggregateOptions`` are the same for
+``reverify aggregate``. Everything else derives from these:
 - the command's parser (``cli.main.add_flags``): one option a field, named for it, its help the description;
-- the run config a Dagster run keeps (``defs.resources.RescoringResource`` is a ``RunFlags``), which the UI shows
-  with the same descriptions and a re-execution runs again;
+- the run config a Dagster run keeps (``defs.resources.RescoringResource`` is a ``RunFlags``,
+  ``ShardAggregateResource`` an ``AggregateFlags``), which the UI shows with the same descriptions and a
+  re-execution runs again;
 - the verify step's options (``output_policy``, ``VerifyStep.of``).
 
 Paths are strings, as Dagster's run config holds them.
@@ -23,11 +25,22 @@ from reverify_assets.errors import UsageError
 DEFAULT_CONCURRENCY = 64
 
 
-def flag(help_text: str, default: Any = ..., *, option: str | None = None, short: str | None = None) -> Any:
+def flag(
+    help_text: str,
+    default: Any = ...,
+    *,
+    option: str | None = None,
+    short: str | None = None,
+    metavar: str | None = None,
+) -> Any:
     """A field that is a command-line option: ``option`` when its name is not the field's (``--config``),
-    ``short`` its one-letter alias."""
-    given = {"option": option, "short": short}
+    ``short`` its one-letter alias, ``metavar`` what its help calls its value."""
+    given = {"option": option, "short": short, "metavar": metavar}
     return Field(default, description=help_text, json_schema_extra={k: v for k, v in given.items() if v} or None)
+
+
+class VerifierConfigFlags(BaseModel):
+    config_paths: list[str] = flag("verifier config YAML (repeatable)", option="--config", metavar="CONFIG")
 
 
 class RunFlags(BaseModel):
@@ -93,8 +106,7 @@ class RunFlags(BaseModel):
             raise UsageError(f"--output must name a .jsonl file, got {self.output}")
 
 
-class RunOptions(RunFlags):
-    config_paths: list[str] = flag("verifier config YAML (repeatable)", option="--config")
+class RunOptions(RunFlags, VerifierConfigFlags):
     overrides: list[str] = Field(default_factory=list)  # the ++key=value tokens, wherever they stood
     disable_aggregation: bool = flag("skip the aggregate metrics (shards)", False)
     allow_prompt_mismatch: bool = flag(
@@ -106,3 +118,21 @@ class RunOptions(RunFlags):
 
     def flags(self) -> RunFlags:
         return RunFlags.model_validate(self.model_dump(include=set(RunFlags.model_fields)))
+
+
+class AggregateFlags(BaseModel):
+    input_glob: str = flag("comma-separated globs of shard outputs", short="-i")
+    output: str = flag("merged output .jsonl", short="-o")
+    allow_mixed_configs: bool = flag(
+        "aggregate rows scored by different verifier configs (each entry's provenance block lists them)", False
+    )
+
+
+class AggregateOptions(AggregateFlags, VerifierConfigFlags):
+    """The health-check flags are ``gym eval aggregate``'s: the command turns them into its config keys."""
+
+    no_health_check: bool = flag("skip NeMo Gym's rollout health checks (++disable_health_check)", False)
+    health_check_workers: int | None = flag("rollout-health worker processes (default min(cpus, 8))", None, metavar="N")
+    health_check_ignore: str | None = flag(
+        "comma-separated rollout-health check IDs to exclude from the verdicts", None, metavar="IDS"
+    )

@@ -20,12 +20,11 @@ from reverify_assets.rows.routed_row import JUDGE_SPEND_FIELDS, RoutedRow
 from reverify_assets.rows.row_fields import reward_number
 from reverify_assets.rows.verifier_wire import (
     STALE_PAIR,
-    THROTTLED_STATUSES,
     RetryPolicy,
     ThrottleWaits,
+    asked_wait_s,
     is_retryable_status,
     is_throttled,
-    retry_after_s,
 )
 
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -251,7 +250,7 @@ class VerifierClient:
     async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, float | None]:
         async with self.session.post(url, data=body, headers=headers, timeout=self._timeout) as reply:
             payload = await reply.read()
-            wait_s = retry_after_s(reply.headers) if reply.status in THROTTLED_STATUSES else None
+            wait_s = asked_wait_s(reply.status, reply.headers)
             return reply.status, payload, wait_s
 
     async def aggregate_metrics(self, open_body: Callable[[], io.IOBase]) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from aiohttp import web
 from reverify_assets.local_judge.settings import RequestBucket
 from reverify_assets.rows import verifier_wire
 from reverify_assets.rows.adaptive_limit import LEAST_PAUSE_S, AdaptiveLimit
-from reverify_assets.rows.verifier_wire import retry_after_s
+from reverify_assets.rows.verifier_wire import asked_wait_s, retry_after_s
 from reverify_assets.verifier.client import VerifyOutcome
 from tests.support.app_client import client_for
 
@@ -33,6 +33,11 @@ from tests.support.app_client import client_for
 )
 def test_what_a_throttled_reply_asks_for(headers: dict[str, str], wait: float | None) -> None:
     assert retry_after_s(headers) == wait
+
+
+@pytest.mark.parametrize(("status", "wait"), [(429, 3.0), (503, 3.0), (500, None), (408, None), (200, None)])
+def test_only_a_throttling_status_asks_for_a_wait(status: int, wait: float | None) -> None:
+    assert asked_wait_s(status, {"retry-after": "3"}) == wait
 
 
 def test_a_retry_after_date_is_the_time_until_it() -> None:

@@ -26,12 +26,11 @@ import orjson
 from reverify_assets.judge_cache.store import JudgeCallCache, request_key
 from reverify_assets.rows.adaptive_limit import AdaptiveLimit
 from reverify_assets.rows.verifier_wire import (
-    THROTTLED_STATUSES,
     RetryPolicy,
     ThrottleWaits,
+    asked_wait_s,
     is_retryable_status,
     is_throttled,
-    retry_after_s,
 )
 from reverify_assets.servers.judge.failsafe import JudgeCallFailed
 
@@ -221,7 +220,7 @@ class JudgeClient:
             async with self.session.post(self.url, data=body, headers=self._headers, timeout=self._timeout) as reply:
                 payload = await reply.read()
                 status = reply.status
-                wait_s = retry_after_s(reply.headers) if status in THROTTLED_STATUSES else None
+                wait_s = asked_wait_s(status, reply.headers)
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise _RetryableFailure(self.redact(_describe(exc))) from None
         except TimeoutError:
