@@ -75,8 +75,9 @@ def check_before_start(options: RunOptions) -> None:
 
 
 def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
-    # The flag stands for the config knob, which the run's config keeps for a re-execution from the UI.
-    options = run_options(args, [*overrides, *([f"++{ALLOW_KEY}=true"] if args.allow_prompt_mismatch else [])])
+    options = run_options(args, overrides)
+    if options.allow_prompt_mismatch:  # the config knob it stands for, which the run config keeps for a re-execution
+        options.overrides.append(f"++{ALLOW_KEY}=true")
     setup = load_verifier_setup([Path(path) for path in options.config_paths], options.overrides).for_run(
         no_judge_cache=options.no_judge_cache, recovery=options.judge_failed_only
     )

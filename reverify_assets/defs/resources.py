@@ -31,6 +31,9 @@ class VerifierConfigResource(dg.ConfigurableResource):
     overrides_redacted: bool = Field(
         default=False, description="a secret in the overrides is redacted here: only the command's own run has it"
     )
+    # What a run recorded before overrides_redacted said the same with (the name of the environment variable that
+    # held them): kept so that such a run's config still loads, and its re-execution is refused as any other's.
+    secret_overrides_env: str | None = Field(default=None, description="(runs recorded before overrides_redacted)")
     # Loaded once per run's process (the CLI's runs have one): each step that needs it gets the same.
     _setup: VerifierSetup | None = PrivateAttr(default=None)
 
@@ -44,7 +47,7 @@ class VerifierConfigResource(dg.ConfigurableResource):
 
     def given_overrides(self, startup: StartupHandoff) -> list[str]:
         """The overrides as the user gave them, secrets included."""
-        if not self.overrides_redacted:
+        if not (self.overrides_redacted or self.secret_overrides_env):
             return list(self.overrides)
         if startup.given_overrides is None:
             raise StateError(

@@ -12,7 +12,7 @@ file, the line and the fault. One difference on input both accept: a field named
 simdjson finds the first and orjson keeps the last. The verify step and the shard merge parse every row again
 and check its key (``rollout_keys.check_indexed_key``).
 
-Nothing here imports polars: the start-up's scan process (``key_scan_process``) runs this beside Dagster's
+Nothing here imports polars: the start-up's scan process (``keys.scan_process``) runs this beside Dagster's
 import, and starts the sooner for it.
 """
 

@@ -9,9 +9,9 @@ otherwise, beside the CLI at its start-up peak) and exits; ``ScanProcess.columns
 exact scan must judge comes back as None, as from ``scan_key_columns`` itself; a process that failed in any
 other way is the caller's cue to scan in-process instead.
 
-Its stdin is its lifeline (``lifeline``), a pipe from the caller: should the caller die, even by SIGKILL, the scan
-removes what nobody will read (SCRATCH, the caller's folder for it, if given; else its own files) and exits at
-once, where it used to finish a scan of a big file for no one.
+Its stdin is its lifeline (``processes.lifelines``), a pipe from the caller: should the caller die, even by
+SIGKILL, the scan removes what nobody will read (SCRATCH, the caller's folder for it, if given; else its own
+files) and exits at once, where it used to finish a scan of a big file for no one.
 
     python -m reverify_assets.keys.scan_process {inputs|rollouts|carried} FILE LIMIT|- OUTPUT PART [SCRATCH]
 
@@ -81,7 +81,7 @@ class ScanProcess:
             # stops it on its way out (``stop``). The process is ours: what it would say, the fallback covers.
             self._process = subprocess.Popen(
                 command,
-                stdin=subprocess.PIPE,  # its lifeline (``lifeline``): never written to
+                stdin=subprocess.PIPE,  # its lifeline (``processes.lifelines``): never written to
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,

@@ -1,2 +1,3 @@
 """Process life: signals and exit codes, children that die with their parent, the Python a child runs, work
-started ahead in other processes, and the secrets a process holds and redacts from everything it writes."""
+started ahead (in threads, while Dagster imports), and the secrets a process holds and redacts from everything it
+writes."""

@@ -103,7 +103,7 @@ class RunFlags(BaseModel):
         if self.max_cost is not None and not self.max_cost > 0:
             raise UsageError(f"--max-cost must be more than 0, got {self.max_cost:g}")
         if Path(self.output).suffix != ".jsonl":
-            raise UsageError(f"--output must name a .jsonl file, got {self.output}")
+            raise UsageError(f"--output must name a .jsonl file, got {self.output_file}")
 
 
 class RunOptions(RunFlags, VerifierConfigFlags):

@@ -1,6 +1,6 @@
 """``reverify run``'s start-up: the key scans, the join and the sources' fingerprints, started as soon as the
 command's options are known, so that they overlap the Dagster import and instance set-up. The scans run in
-processes of their own (``key_scan_process``), the rest in threads.
+processes of their own (``keys.scan_process``), the rest in threads.
 
 The work is started on the command's ``PrefetchedWork``, which its Dagster run is given as a resource: the
 assets that need it then take its results instead of doing the work again (``scan_inputs``, ``scan_rollouts``,

@@ -75,7 +75,7 @@ class _Child:
 
 
 class ServerFleet:
-    """``with ServerFleet(blocks, config) as urls:`` maps every block's instance to a URL that answers.
+    """``with ServerFleet(blocks, config, judge_cache=...) as urls:`` maps every block's instance to a URL that answers.
 
     ``config`` is the merged config the blocks come from: NeMo Gym's servers are given all of it, as NeMo Gym does.
     ``judge_cache``: the judge-call cache the servers that call a judge use (None: they ask it every time).

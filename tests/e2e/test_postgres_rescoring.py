@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psycopg2
 import pytest
-from dagster._core.execution.backfill import BulkActionStatus
 
+from reverify_assets.defs.dagster_internals import BulkActionStatus
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
 from tests.support.ci import service_missing

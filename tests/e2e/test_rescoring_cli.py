@@ -8,8 +8,8 @@ from pathlib import Path
 import dagster as dg
 import orjson
 import pytest
-from dagster._core.execution.backfill import BulkActionStatus
 
+from reverify_assets.defs.dagster_internals import BulkActionStatus
 from reverify_assets.defs.rescoring_defs import build_rescoring
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG
 from reverify_assets.gym.installation import PYTHON_ENV

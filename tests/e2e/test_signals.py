@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from dagster._core.execution.backfill import BulkActionStatus
 
+from reverify_assets.defs.dagster_internals import BulkActionStatus
 from reverify_assets.synthetic.mcqa_rollouts import SyntheticSpec, write_mcqa_dataset
 from tests.support.cli import MCQA_CONFIG, REVERIFY, read_jsonl, reverify_env, row_keys, run_args, run_reverify
 from tests.support.dagster_ui import loaded_asset_nodes, start_ui

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
+
+from reverify_assets.defs.dagster_internals import InstanceRef
 
 
 def open_instance(home: Path) -> dg.DagsterInstance:

@@ -11,10 +11,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.execution.backfill import BulkActionStatus
-from dagster._core.instance.ref import InstanceRef
 
 from reverify_assets.defs.code_location import remote_origin
+from reverify_assets.defs.dagster_internals import BulkActionStatus, InstanceRef
 from reverify_assets.defs.hosted_daemon import (
     HOSTED_BY_TAG,
     ChildRunLauncher,

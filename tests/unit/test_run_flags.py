@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import pytest
+
 from reverify_assets.cli.main import build_parser
 from reverify_assets.defs.resources import RescoringResource
+from reverify_assets.errors import StateError
 from reverify_assets.run.options import RunFlags, RunOptions
+from reverify_assets.run.startup_handoff import StartupHandoff
 from reverify_assets.run.verification import VerifyStep
 
 
@@ -72,3 +76,30 @@ def test_the_verify_step_is_what_the_flags_ask() -> None:
         True,
         3,
     )
+
+
+SECRET = "++judge.resources_servers.equivalence_judge.openai_api_key=sk-test-0123456789abcdef"
+FILES = {"inputs": "i.jsonl", "rollouts": "r.jsonl", "output": "o.jsonl"}
+
+
+def test_a_secret_override_is_kept_out_of_the_run_config_and_handed_to_the_commands_run(tmp_path: Path) -> None:
+    from reverify_assets.processes import secrets as process_secrets
+
+    process_secrets.remember(["sk-test-0123456789abcdef"])  # as loading a config that holds it does
+    values = RescoringResource.config_values([tmp_path / "c.yaml"], [SECRET])
+    assert values["overrides_redacted"] is True and "sk-test" not in str(values["overrides"])
+    resource = RescoringResource(**FILES, **values)
+    assert resource.given_overrides(StartupHandoff(given_overrides=[SECRET])) == [SECRET]
+    with pytest.raises(StateError):  # a re-execution from the UI: nobody hands it the secret
+        resource.given_overrides(StartupHandoff())
+
+
+def test_a_run_config_recorded_before_overrides_redacted_still_loads_and_is_refused_the_same() -> None:
+    recorded = {
+        "config_paths": ["c.yaml"],
+        "overrides": ["++x=[REDACTED]"],
+        "secret_overrides_env": "REVERIFY_RUN_OVERRIDES",
+    }
+    resource = RescoringResource(**FILES, **recorded)
+    with pytest.raises(StateError):
+        resource.given_overrides(StartupHandoff())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+from dagster import AssetPartitionStatus
 
 from reverify_assets.defs.automation import quiet_tick_reason
 from reverify_assets.rescoring.status import ShardState, ShardStatus

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
-from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+from dagster import AssetPartitionStatus
 
 from reverify_assets.rescoring.status import ShardPartitions, ShardState, shard_state
 

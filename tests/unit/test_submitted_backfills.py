@@ -7,10 +7,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.execution.backfill import BulkActionStatus
 
 from reverify_assets.cli.main import main
 from reverify_assets.defs.celery_workers import config_differences
+from reverify_assets.defs.dagster_internals import BulkActionStatus
 from reverify_assets.defs.deployment import CELERY_EXECUTOR_NAME, EXECUTOR_CONFIG_ENV, deployment_executor
 from reverify_assets.defs.rescoring_defs import SHARD_TAG
 from reverify_assets.defs.submitted_backfills import BACKFILL_TAG, BackfillProgress, failure_reasons
