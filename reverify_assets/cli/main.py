@@ -16,14 +16,15 @@ import sys
 import warnings
 from collections.abc import Sequence
 from importlib import import_module
-from typing import Any, get_origin
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, get_origin
 
 from reverify_assets.cli.stdout_pipe import ReaderMayLeave
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.processes import interrupts
 from reverify_assets.processes import secrets as process_secrets
+
+if TYPE_CHECKING:  # an annotation only: the parser loads pydantic with the declarations it reads (run.options)
+    from pydantic import BaseModel
 
 log = logging.getLogger("reverify")
 _CLI = "reverify_assets.cli"
