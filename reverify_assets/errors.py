@@ -10,7 +10,7 @@ The hierarchy::
     │   └── ReadError              a source that cannot be read (an I/O error, a file removed under us): `path`
     ├── OutputError                a file the command writes, or would: `path`
     │   └── WriteError             a write refused by the system (a full disk, a read-only folder): `path`
-    ├── ServerError                a verifier server, judge or model server: `server`
+    ├── ServerError                a server we start or call (a verifier, a judge, a model, the Dagster UI): `server`
     └── StateError                 the state of a run, an output or the Dagster instance: another writer, a
                                    refused resume, mixed verifier configs, a backfill Dagster stopped
 
@@ -100,7 +100,8 @@ class WriteError(OutputError):
 
 
 class ServerError(ReverifyError):
-    """``server``: the instance name of the server in the config (a judge's model server included)."""
+    """``server``: the instance name of the server in the config (a judge's model server included), or the
+    command that serves (``dagster dev``)."""
 
     def __init__(self, message: str, *, server: str | None = None, path: Path | str | None = None) -> None:
         super().__init__(message, path=path)

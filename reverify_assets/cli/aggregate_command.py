@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from reverify_assets.cli.flags import parsed_options
 from reverify_assets.cli.summary import print_coverage, print_metrics_computed
 from reverify_assets.errors import UsageError
 from reverify_assets.files.output_lock import HeldOutputs
 from reverify_assets.gym.rollout_health import health_settings, known_check_ids
 from reverify_assets.processes.prefetch import PrefetchedWork
+from reverify_assets.run.options import AggregateOptions
 from reverify_assets.run.preparation import load_verifier_setup
 from reverify_assets.run.shard_aggregation import check_output_name, shard_files, start_shard_index
 from reverify_assets.run.startup_handoff import StartupHandoff
@@ -28,16 +30,16 @@ def absolute_globs(input_glob: str) -> str:
     return ",".join(str(Path(pattern.strip()).absolute()) for pattern in input_glob.split(",") if pattern.strip())
 
 
-def health_check_overrides(args: argparse.Namespace) -> list[str]:
+def health_check_overrides(options: AggregateOptions) -> list[str]:
     """The health-check flags as the overrides of NeMo Gym's config keys they stand for."""
-    overrides = ["++disable_health_check=true"] if args.no_health_check else []
-    if args.health_check_workers is not None:
-        if args.health_check_workers < 1:
-            raise UsageError(f"--health-check-workers must be at least 1, got {args.health_check_workers}")
-        overrides.append(f"++health_check_workers={args.health_check_workers}")
-    if args.health_check_ignore is not None:
+    overrides = ["++disable_health_check=true"] if options.no_health_check else []
+    if (workers := options.health_check_workers) is not None:
+        if workers < 1:
+            raise UsageError(f"--health-check-workers must be at least 1, got {workers}")
+        overrides.append(f"++health_check_workers={workers}")
+    if options.health_check_ignore is not None:
         try:
-            ignored = known_check_ids(args.health_check_ignore)
+            ignored = known_check_ids(options.health_check_ignore)
         except ValueError as exc:
             raise UsageError(f"--health-check-ignore: {exc}") from exc
         overrides.append(f"++health_check_ignored_checks=[{','.join(ignored)}]")
@@ -45,25 +47,26 @@ def health_check_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def aggregate_command(args: argparse.Namespace, overrides: list[str]) -> None:
-    output = Path(args.output)
+    options = parsed_options(args, AggregateOptions)
+    output = Path(options.output)
     check_output_name(output)
-    overrides = [*overrides, *health_check_overrides(args)]
-    setup = load_verifier_setup([Path(p) for p in args.config_paths], overrides)
+    overrides = [*overrides, *health_check_overrides(options)]
+    setup = load_verifier_setup(options.config_files, overrides)
     health_settings(setup.config)
     # Held from here to the end, so that a second writer is refused before it starts a run that would fail.
     held = HeldOutputs()
     with held.hold(output):
         work = PrefetchedWork()
-        start_shard_index(work, shard_files(args.input_glob, output))
+        start_shard_index(work, shard_files(options.input_glob, output))
         from reverify_assets.defs.resources import ShardAggregateResource
         from reverify_assets.defs.run_tags import COMMAND_TAG, CONFIG_TAG, OUTPUT_TAG
         from reverify_assets.defs.shard_aggregate_defs import aggregate_in_process
 
         resource = ShardAggregateResource(
-            input_glob=absolute_globs(args.input_glob),
+            input_glob=absolute_globs(options.input_glob),
             output=str(output.resolve()),
-            allow_mixed_configs=args.allow_mixed_configs,
-            **ShardAggregateResource.config_values([Path(p) for p in args.config_paths], overrides),
+            allow_mixed_configs=options.allow_mixed_configs,
+            **ShardAggregateResource.config_values(options.config_files, overrides),
         )
         tags = {COMMAND_TAG: "aggregate", OUTPUT_TAG: str(output), CONFIG_TAG: setup.config_hash}
         run_id, made = aggregate_in_process(

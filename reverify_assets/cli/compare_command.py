@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
+from reverify_assets.cli.flags import parsed_options
 from reverify_assets.errors import UsageError
+from reverify_assets.run.options import flag
 
 if TYPE_CHECKING:
     from reverify_assets.compare.key_metrics import HookChoice
@@ -18,39 +22,31 @@ DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
 
 
-def add_compare_parser(commands: Any) -> None:
-    compare = commands.add_parser("compare", help="compare two scorings of the same rollouts, row by row")
-    compare.add_argument("baseline", help="a reverified output, or the original rollouts.jsonl")
-    compare.add_argument("candidate", help="a reverified output of the same rollouts")
-    compare.add_argument("--output", "-o", help="write the report as JSON here")
-    compare.add_argument("--markdown", help="write the report as markdown here")
-    compare.add_argument(
-        "--flips", help="write the rows whose reward changed as JSONL (default: <--output stem>_flips.jsonl)"
+class CompareOptions(BaseModel):
+    baseline: str = flag("a reverified output, or the original rollouts.jsonl", positional=True)
+    candidate: str = flag("a reverified output of the same rollouts", positional=True)
+    output: str | None = flag("write the report as JSON here", None, short="-o")
+    markdown: str | None = flag("write the report as markdown here", None)
+    flips: str | None = flag(
+        "write the rows whose reward changed as JSONL (default: <--output stem>_flips.jsonl)", None
     )
-    compare.add_argument(
-        "--by", action="append", default=[], metavar="FIELD", help="also break down by a row field (a.b; repeatable)"
-    )
-    compare.add_argument(
-        "--config",
-        action="append",
-        help="verifier config YAML (repeatable): its servers' metric hooks give the key metrics of a side "
+    by: list[str] = flag("also break down by a row field (a.b; repeatable)", [], metavar="FIELD")
+    config_paths: list[str] = flag(
+        "verifier config YAML (repeatable): its servers' metric hooks give the key metrics of a side "
         "without a metrics file (default: NeMo Gym's default metrics)",
+        [],
+        option="--config",
+        metavar="CONFIG",
     )
-    compare.add_argument(
-        "--allow-mixed-configs", action="store_true", help="compare a side scored by several verifier configs"
+    allow_mixed_configs: bool = flag("compare a side scored by several verifier configs", False)
+    allow_prompt_mismatch: bool = flag(
+        "compare keys whose two rows hold different prompts (an agent that rewrites its prompt)", False
     )
-    compare.add_argument(
-        "--allow-prompt-mismatch",
-        action="store_true",
-        help="compare keys whose two rows hold different prompts (an agent that rewrites its prompt)",
+    noise: str | None = flag(
+        "a `reverify noise` report: how many changes exceed what noise alone gives", None, metavar="REPORT"
     )
-    compare.add_argument(
-        "--noise", metavar="REPORT", help="a `reverify noise` report: how many changes exceed what noise alone gives"
-    )
-    compare.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
-    compare.add_argument(
-        "--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})"
-    )
+    seed: int = flag(f"bootstrap seed (default {DEFAULT_SEED})", DEFAULT_SEED)
+    resamples: int = flag(f"bootstrap resamples (default {DEFAULT_RESAMPLES})", DEFAULT_RESAMPLES)
 
 
 def compare_command(args: argparse.Namespace, overrides: list[str]) -> None:
@@ -61,24 +57,25 @@ def compare_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.files.jsonl import AtomicWriter, write_json_atomic
     from reverify_assets.probe.noise_report import read_noise_report, with_noise_floor
 
-    if args.resamples < 1:
-        raise UsageError(f"--resamples must be a positive number, got {args.resamples}")
-    if overrides and not args.config:
+    options = parsed_options(args, CompareOptions)
+    if options.resamples < 1:
+        raise UsageError(f"--resamples must be a positive number, got {options.resamples}")
+    if overrides and not options.config_paths:
         raise UsageError(f"overrides {overrides} need a --config to apply to")
-    baseline, candidate = Path(args.baseline), Path(args.candidate)
-    output = Path(args.output) if args.output else None
-    markdown = Path(args.markdown) if args.markdown else None
-    flips = Path(args.flips) if args.flips else _default_flips(output)
-    noise_path = Path(args.noise) if args.noise else None
+    baseline, candidate = Path(options.baseline), Path(options.candidate)
+    output = Path(options.output) if options.output else None
+    markdown = Path(options.markdown) if options.markdown else None
+    flips = Path(options.flips) if options.flips else _default_flips(output)
+    noise_path = Path(options.noise) if options.noise else None
     _refuse_to_overwrite_inputs([baseline, candidate, *([noise_path] if noise_path else [])], [output, markdown, flips])
     request = CompareRequest(
         baseline=baseline,
         candidate=candidate,
-        by=args.by,
-        hooks=_hook_choice(args.config, overrides),
-        allow_mixed_configs=args.allow_mixed_configs,
-        allow_prompt_mismatch=args.allow_prompt_mismatch,
-        bootstrap=BootstrapSettings(resamples=args.resamples, seed=args.seed),
+        by=options.by,
+        hooks=_hook_choice(options.config_paths, overrides),
+        allow_mixed_configs=options.allow_mixed_configs,
+        allow_prompt_mismatch=options.allow_prompt_mismatch,
+        bootstrap=BootstrapSettings(resamples=options.resamples, seed=options.seed),
         flips=flips,
     )
     noise = read_noise_report(noise_path) if noise_path else None  # a bad report is said before the work
@@ -98,7 +95,7 @@ def _default_flips(output: Path | None) -> Path | None:
     return None if output is None else output.with_name(f"{output.stem}{FLIPS_SUFFIX}.jsonl")
 
 
-def _hook_choice(configs: list[str] | None, overrides: list[str]) -> HookChoice:
+def _hook_choice(configs: list[str], overrides: list[str]) -> HookChoice:
     from reverify_assets.compare.key_metrics import HookChoice
     from reverify_assets.config.loading import load_config
     from reverify_assets.config.topology import read_topology

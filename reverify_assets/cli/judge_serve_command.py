@@ -1,6 +1,7 @@
 """``reverify judge-serve``: the local judge model (OpenAI-compatible) in the foreground until Ctrl-C/SIGTERM.
 
-Imports of the server stack stay inside the command so that building the parser costs nothing.
+Imports of the server stack stay inside the command so that building the parser costs nothing (the settings are
+pydantic only).
 """
 
 from __future__ import annotations
@@ -8,64 +9,43 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from reverify_assets.cli.flags import parsed_options
+from reverify_assets.local_judge.settings import FailureSettings
+from reverify_assets.run.options import flag
+
 DEFAULT_PORT = 8765  # what configs/judge.yaml points at
 
 
-def add_judge_serve_parser(commands: Any) -> None:
-    parser = commands.add_parser(
-        "judge-serve", help="run the local judge model for the equivalence_judge server (demo and tests)"
+class JudgeServeOptions(FailureSettings):
+    """The server's failure settings (``local_judge.settings``, their help there), and where it listens."""
+
+    port: int = flag(f"port on 127.0.0.1, 0 = a free one ({DEFAULT_PORT})", DEFAULT_PORT)
+    api_key_env: str | None = flag(
+        "require `Authorization: Bearer $NAME` on every request (401 otherwise)", None, metavar="NAME"
     )
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1, 0 = a free one ({DEFAULT_PORT})"
-    )
-    parser.add_argument("--fail-status", type=int, default=503, help="HTTP status of an injected failure (503)")
-    parser.add_argument("--fail-share", type=float, default=0.0, help="share of requests that fail, 0..1 (0)")
-    parser.add_argument("--seed", type=int, default=0, help="which requests the failing share hits (0)")
-    parser.add_argument(
-        "--flip-share", type=float, default=0.0, help="chance that a verdict is flipped, drawn per request, 0..1 (0)"
-    )
-    parser.add_argument("--latency-ms", type=float, default=0.0, help="wait before every answer (0)")
-    parser.add_argument(
-        "--rate-limit-rps", type=float, metavar="N", help="answer N requests a second, 429 + Retry-After for the rest"
-    )
-    parser.add_argument("--outage", metavar="START:END", help="fail every request from START to END s after start")
-    parser.add_argument(
-        "--api-key-env", metavar="NAME", help="require `Authorization: Bearer $NAME` on every request (401 otherwise)"
-    )
+
+    def failure_settings(self) -> FailureSettings:
+        return FailureSettings.model_validate(self.model_dump(include=set(FailureSettings.model_fields)))
 
 
 def judge_serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
     import asyncio
     import os
 
-    from pydantic import ValidationError
-
     from reverify_assets.errors import ConfigError, UsageError
-    from reverify_assets.local_judge.settings import FailureSettings
 
     if overrides:
         raise UsageError(f"reverify judge-serve: takes no overrides, got {' '.join(overrides)}")
-    try:
-        settings = FailureSettings(
-            fail_status=args.fail_status,
-            fail_share=args.fail_share,
-            flip_share=args.flip_share,
-            seed=args.seed,
-            latency_ms=args.latency_ms,
-            rate_limit_rps=args.rate_limit_rps,
-            outage=args.outage,
-        )
-    except ValidationError as exc:
-        problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors())
-        raise UsageError(f"reverify judge-serve: {problems}") from exc
+    options = parsed_options(args, JudgeServeOptions)
     api_key = None
-    if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env)
+    if options.api_key_env:
+        api_key = os.environ.get(options.api_key_env)
         if not api_key:
             raise ConfigError(
-                f"--api-key-env names {args.api_key_env!r}, which is not set in the environment", key=args.api_key_env
+                f"--api-key-env names {options.api_key_env!r}, which is not set in the environment",
+                key=options.api_key_env,
             )
-    asyncio.run(_serve(settings, api_key, args.port))
+    asyncio.run(_serve(options.failure_settings(), api_key, options.port))
     print("judge model stopped", flush=True)
 
 

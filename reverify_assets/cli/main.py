@@ -1,7 +1,8 @@
 """The ``reverify`` command line: its parser, the table of its commands, and NeMo Gym's exit codes.
 
-Each command is a function ``(args, overrides)`` in a module of this package (``COMMANDS``), imported only when
-the command runs: a usage error, or ``reverify --help``, answers before polars and Dagster are imported.
+Each command (``COMMANDS``) is a function ``(args, overrides)`` in a module of this package, imported only when the
+command runs, and a pydantic model of its flags, from which its parser is derived (``cli.flags``): a usage error,
+or ``reverify --help``, answers before polars and Dagster are imported.
 """
 
 from __future__ import annotations
@@ -15,32 +16,88 @@ import signal
 import sys
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, get_origin
+from typing import Any
 
 from reverify_assets.cli.stdout_pipe import ReaderMayLeave
 from reverify_assets.errors import ReverifyError, UsageError
 from reverify_assets.processes import interrupts
 from reverify_assets.processes import secrets as process_secrets
 
-if TYPE_CHECKING:  # an annotation only: the parser loads pydantic with the declarations it reads (run.options)
-    from pydantic import BaseModel
-
 log = logging.getLogger("reverify")
 _CLI = "reverify_assets.cli"
-# Command name -> (module, function), in the order `reverify --help` lists them.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "run": (f"{_CLI}.run_command", "run_command"),
-    "aggregate": (f"{_CLI}.aggregate_command", "aggregate_command"),
-    "serve": (f"{_CLI}.serve_command", "serve_command"),
-    "judge-serve": (f"{_CLI}.judge_serve_command", "judge_serve_command"),
-    "shards": (f"{_CLI}.rescoring_commands", "shards_command"),
-    "status": (f"{_CLI}.rescoring_commands", "status_command"),
-    "backfill": (f"{_CLI}.rescoring_commands", "backfill_command"),
-    "ui": (f"{_CLI}.rescoring_commands", "ui_command"),
-    "compare": (f"{_CLI}.compare_command", "compare_command"),
-    "noise": (f"{_CLI}.noise_command", "noise_command"),
-    "probe": (f"{_CLI}.probe_command", "probe_command"),
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command: its line of help, the function that runs it (``module:function``, called with the parsed
+    arguments and the overrides), and the model its flags are declared in (``module:Model``, ``cli.flags``)."""
+
+    help: str
+    runs: str
+    flags: str
+    only: tuple[str, ...] | None = None  # the model's fields that are this command's flags, when not all of them
+
+
+# In the order `reverify --help` lists them.
+COMMANDS: dict[str, Command] = {
+    "run": Command(
+        "re-verify rollouts (a Dagster materialization)",
+        f"{_CLI}.run_command:run_command",
+        "reverify_assets.run.options:RunOptions",
+    ),
+    "aggregate": Command(
+        "merge shard outputs and compute their aggregate metrics",
+        f"{_CLI}.aggregate_command:aggregate_command",
+        "reverify_assets.run.options:AggregateOptions",
+    ),
+    "serve": Command(
+        "run the configured built-in resources servers in the foreground",
+        f"{_CLI}.serve_command:serve_command",
+        "reverify_assets.run.options:RunOptions",
+        only=("config_paths", "no_judge_cache"),
+    ),
+    "judge-serve": Command(
+        "run the local judge model for the equivalence_judge server (demo and tests)",
+        f"{_CLI}.judge_serve_command:judge_serve_command",
+        f"{_CLI}.judge_serve_command:JudgeServeOptions",
+    ),
+    "shards": Command(
+        "find the shards of a rescoring's rollout files and register them",
+        f"{_CLI}.rescoring_commands:shards_command",
+        f"{_CLI}.rescoring_commands:RescoringFlags",
+    ),
+    "status": Command(
+        "list shards materialized, stale (verifier changed), failed and missing",
+        f"{_CLI}.rescoring_commands:status_command",
+        f"{_CLI}.rescoring_commands:RescoringFlags",
+    ),
+    "backfill": Command(
+        "re-score shards, one run each, then the aggregate",
+        f"{_CLI}.rescoring_commands:backfill_command",
+        f"{_CLI}.rescoring_commands:BackfillOptions",
+    ),
+    "ui": Command(
+        "start the Dagster UI on the CLI's DAGSTER_HOME",
+        f"{_CLI}.rescoring_commands:ui_command",
+        f"{_CLI}.rescoring_commands:UiOptions",
+    ),
+    "compare": Command(
+        "compare two scorings of the same rollouts, row by row",
+        f"{_CLI}.compare_command:compare_command",
+        f"{_CLI}.compare_command:CompareOptions",
+    ),
+    "noise": Command(
+        "score a sample of the rollouts K times with one config: its flip rate and Fleiss' κ",
+        f"{_CLI}.noise_command:noise_command",
+        f"{_CLI}.noise_command:NoiseOptions",
+    ),
+    "probe": Command(
+        "score a sample twice on fresh servers: is re-scoring with this config sound?",
+        f"{_CLI}.probe_command:probe_command",
+        f"{_CLI}.probe_command:ProbeOptions",
+    ),
 }
 # polars' allocator (jemalloc) keeps freed pages for a while by default, per arena: the key scans of a
 # million rows (then in this process) left about 80 MB more resident at their peak, and for the rest of the run. Read by
@@ -64,62 +121,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from reverify_assets.cli.flags import add_flags
+
     parser = _Parser(prog="reverify", description="Re-score stored NeMo Gym rollouts with a changed verifier.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    from reverify_assets.run.options import AggregateOptions, RunOptions
-
-    run = commands.add_parser("run", help="re-verify rollouts (a Dagster materialization)")
-    add_flags(run, RunOptions)
-
-    aggregate = commands.add_parser("aggregate", help="merge shard outputs and compute their aggregate metrics")
-    add_flags(aggregate, AggregateOptions)
-
-    serve = commands.add_parser("serve", help="run the configured built-in resources servers in the foreground")
-    add_flags(serve, RunOptions, only=["config_paths", "no_judge_cache"])
-    from reverify_assets.cli.judge_serve_command import add_judge_serve_parser
-
-    add_judge_serve_parser(commands)
-    from reverify_assets.cli.rescoring_commands import add_rescoring_parsers
-
-    add_rescoring_parsers(commands)
-    from reverify_assets.cli.compare_command import add_compare_parser
-
-    add_compare_parser(commands)
-    from reverify_assets.cli.noise_command import add_noise_parser
-
-    add_noise_parser(commands)
-    from reverify_assets.cli.probe_command import add_probe_parser
-
-    add_probe_parser(commands)
+    for name, command in COMMANDS.items():
+        add_flags(commands.add_parser(name, help=command.help), resolve(command.flags), only=command.only)
     return parser
 
 
-def add_flags(command: argparse.ArgumentParser, model: type[BaseModel], only: Sequence[str] | None = None) -> None:
-    """One option for each field of ``model`` that has a description (``run.options.flag``), or of those
-    named in ``only``: named for the field (or its ``option``), its help the description, its value checked by
-    the model when the command builds it."""
-    for name, field in model.model_fields.items():
-        if field.description is None or (only is not None and name not in only):
-            continue
-        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        names = [
-            str(extra.get("option") or f"--{name.replace('_', '-')}"),
-            *([str(extra["short"])] if "short" in extra else []),
-        ]
-        kind = field.annotation
-        settings: dict[str, Any] = {"dest": name, "help": field.description}
-        if "metavar" in extra:
-            settings["metavar"] = extra["metavar"]
-        if kind is bool:
-            settings["action"] = "store_true"
-        elif get_origin(kind) is list:
-            settings |= {"action": "append", "required": field.is_required()}
-        else:
-            number = next((t for t in (int, float) if kind in (t, t | None)), None)
-            settings |= {"type": number} if number else {}
-            settings |= {"required": True} if field.is_required() else {"default": field.default}
-        command.add_argument(*names, **settings)
+def resolve(reference: str) -> Any:
+    """The object a ``module:name`` reference of the table names."""
+    module, _, name = reference.partition(":")
+    return getattr(import_module(module), name)
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -165,8 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_output()
     try:
         args, overrides = parse(sys.argv[1:] if argv is None else argv)
-        module, handler = COMMANDS[args.command]
-        getattr(import_module(module), handler)(args, overrides)
+        resolve(COMMANDS[args.command].runs)(args, overrides)
     except KeyboardInterrupt:
         return _interrupted(interrupts.received() or signal.SIGINT)
     except Exception as exc:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sources, report_path
-from reverify_assets.errors import UsageError
+from reverify_assets.cli.flags import parsed_options
+from reverify_assets.cli.sample_flags import SampleFlags, report_path, sample_flag
+from reverify_assets.errors import InputError, UsageError
+from reverify_assets.run.options import flag
 
 if TYPE_CHECKING:
     from reverify_assets.probe.noise_report import NoiseReport
@@ -21,39 +23,34 @@ DEFAULT_REPEATS = 5
 MIN_ROWS = 2
 
 
-def add_noise_parser(commands: Any) -> None:
-    noise = commands.add_parser(
-        "noise", help="score a sample of the rollouts K times with one config: its flip rate and Fleiss' κ"
-    )
-    add_sample_arguments(noise, DEFAULT_SAMPLE)
-    noise.add_argument("--output", "-o", required=True, help="the report (.json), for `reverify compare --noise`")
-    noise.add_argument(
-        "--repeats", type=int, default=DEFAULT_REPEATS, help=f"scorings of each row (default {DEFAULT_REPEATS})"
-    )
-    noise.add_argument("--force", action="store_true", help="score with servers not declared stateless")
+class NoiseOptions(SampleFlags):
+    sample: int = sample_flag(DEFAULT_SAMPLE)
+    output: str = flag("the report (.json), for `reverify compare --noise`", short="-o")
+    repeats: int = flag(f"scorings of each row (default {DEFAULT_REPEATS})", DEFAULT_REPEATS)
+    force: bool = flag("score with servers not declared stateless", False)
 
 
 def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
     from reverify_assets.compare.agreement import self_agreement
-    from reverify_assets.errors import ReverifyError
     from reverify_assets.files.jsonl import write_json_atomic
     from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
     from reverify_assets.probe.noise_report import NoiseReport, ScoredRow
     from reverify_assets.probe.repeated_scoring import sample_plan, score_repeatedly
     from reverify_assets.run.preparation import index_inputs, index_rollouts, join_and_route, load_verifier_setup
 
-    if args.repeats < 2:
-        raise UsageError(f"--repeats must be at least 2, got {args.repeats}")
-    inputs, rollouts = checked_sources(args)
-    output = report_path(args.output, inputs, rollouts)
-    setup = load_verifier_setup([Path(path) for path in args.config], overrides)
+    options = parsed_options(args, NoiseOptions)
+    if options.repeats < 2:
+        raise UsageError(f"--repeats must be at least 2, got {options.repeats}")
+    inputs, rollouts = options.checked_sources()
+    output = report_path(options.output, inputs, rollouts)
+    setup = load_verifier_setup(options.config_files, overrides)
     plan = join_and_route(
         index_inputs(inputs),
         index_rollouts(rollouts),
         setup.topology,
         check_prompts=not allows_prompt_mismatch(setup.config),
     )
-    sample = sample_plan(plan, args.sample, args.seed)
+    sample = sample_plan(plan, options.sample, options.seed)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".reverify-noise-", dir=output.parent) as work:
         scorings = score_repeatedly(
@@ -61,18 +58,19 @@ def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
             inputs,
             rollouts,
             sample,
-            repeats=args.repeats,
+            repeats=options.repeats,
             work=Path(work),
-            seed=args.seed,
-            concurrency=args.concurrency,
-            force=args.force,
+            seed=options.seed,
+            concurrency=options.concurrency,
+            force=options.force,
         )
     common = sorted(set.intersection(*(set(scoring.rewards) for scoring in scorings)))
     if len(common) < MIN_ROWS:
         failed = ", ".join(str(scoring.failed) for scoring in scorings)
-        raise ReverifyError(
-            f"{len(common)} rows were scored in all {args.repeats} scorings, fewer than the {MIN_ROWS} a noise floor "
-            f"needs for its own standard error (failures per scoring: {failed}); draw a larger --sample"
+        raise InputError(
+            f"{len(common)} rows were scored in all {options.repeats} scorings, fewer than the {MIN_ROWS} a noise "
+            f"floor needs for its own standard error (failures per scoring: {failed}); draw a larger --sample",
+            path=rollouts,
         )
     ratings = [[scoring.rewards[key] for scoring in scorings] for key in common]
     agreement = self_agreement(ratings)
@@ -80,9 +78,9 @@ def noise_command(args: argparse.Namespace, overrides: list[str]) -> None:
         verifier_config_hash=setup.config_hash,
         inputs=str(inputs),
         rollouts=str(rollouts),
-        seed=args.seed,
+        seed=options.seed,
         sampled_rows=sample.height,
-        scorings=args.repeats,
+        scorings=options.repeats,
         rows_scored_every_time=len(common),
         failures_by_scoring=[scoring.failed for scoring in scorings],
         agreement=agreement,

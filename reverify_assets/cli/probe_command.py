@@ -7,42 +7,37 @@ run --force`` of the same config finds it and prints its verdict; ``--output`` w
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from reverify_assets.cli.sample_flags import add_sample_arguments, checked_sources, report_path
+from reverify_assets.cli.flags import parsed_options
+from reverify_assets.cli.sample_flags import SampleFlags, report_path, sample_flag
 from reverify_assets.files.dagster_home import DEFAULT_PROBE_SAMPLE
+from reverify_assets.run.options import flag
 
 if TYPE_CHECKING:
     from reverify_assets.probe.report import PairAgreement, ProbeReport
 
 
-def add_probe_parser(commands: Any) -> None:
-    probe = commands.add_parser(
-        "probe", help="score a sample twice on fresh servers: is re-scoring with this config sound?"
-    )
-    add_sample_arguments(probe, DEFAULT_PROBE_SAMPLE)
-    probe.add_argument("--output", "-o", help="also write the report here (.json)")
+class ProbeOptions(SampleFlags):
+    sample: int = sample_flag(DEFAULT_PROBE_SAMPLE)
+    output: str | None = flag("also write the report here (.json)", None, short="-o")
 
 
 def probe_command(args: argparse.Namespace, overrides: list[str]) -> None:
-    from reverify_assets.files.dagster_home import probe_report_path
     from reverify_assets.files.jsonl import write_json_atomic
     from reverify_assets.probe.two_passes import run_probe
     from reverify_assets.run.preparation import load_verifier_setup
 
-    inputs, rollouts = checked_sources(args)
-    output = report_path(args.output, inputs, rollouts) if args.output else None
-    setup = load_verifier_setup([Path(path) for path in args.config], overrides)
-    kept = probe_report_path(setup.config_hash)
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".reverify-probe-", dir=kept.parent) as work:
-        report = run_probe(
-            setup, inputs, rollouts, size=args.sample, seed=args.seed, concurrency=args.concurrency, work=Path(work)
-        )
-    for path in [kept, *([output] if output else [])]:
-        write_json_atomic(path, report.model_dump(mode="json"))
+    options = parsed_options(args, ProbeOptions)
+    inputs, rollouts = options.checked_sources()
+    output = report_path(options.output, inputs, rollouts) if options.output else None
+    setup = load_verifier_setup(options.config_files, overrides)
+    report, kept = run_probe(
+        setup, inputs, rollouts, size=options.sample, seed=options.seed, concurrency=options.concurrency
+    )
+    if output is not None:
+        write_json_atomic(output, report.model_dump(mode="json"))
     print_probe(report, kept)
 
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 from contextlib import ExitStack
-from pathlib import Path
-
-from pydantic import ValidationError
 
 from reverify_assets.budget.prices import judge_prices
+from reverify_assets.cli.flags import parsed_options
 from reverify_assets.config.override_paths import JUDGE_PRICES_KEY
 from reverify_assets.defs.instance import ensure_dagster_home
 from reverify_assets.errors import InputError, OutputError, UsageError, WriteError
@@ -42,11 +40,7 @@ TWO_SOURCES_WARNING = (
 
 
 def run_options(args: argparse.Namespace, overrides: list[str]) -> RunOptions:
-    given = {name: getattr(args, name) for name in RunOptions.model_fields if name != "overrides"}
-    try:
-        options = RunOptions(**given, overrides=overrides)
-    except ValidationError as exc:
-        raise UsageError(str(exc)) from exc
+    options = parsed_options(args, RunOptions, overrides=overrides)
     options.check_flags()
     return options
 
@@ -78,7 +72,7 @@ def run_command(args: argparse.Namespace, overrides: list[str]) -> None:
     options = run_options(args, overrides)
     if options.allow_prompt_mismatch:  # the config knob it stands for, which the run config keeps for a re-execution
         options.overrides.append(f"++{ALLOW_KEY}=true")
-    setup = load_verifier_setup([Path(path) for path in options.config_paths], options.overrides).for_run(
+    setup = load_verifier_setup(options.config_files, options.overrides).for_run(
         no_judge_cache=options.no_judge_cache, recovery=options.judge_failed_only
     )
     if setup.config.get("force") is True:  # NeMo Gym's own spelling of the flag: ++force=true

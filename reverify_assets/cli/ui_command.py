@@ -17,7 +17,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from reverify_assets.errors import ConfigError, ReverifyError, StateError
+from reverify_assets.errors import ConfigError, ServerError, StateError
 from reverify_assets.processes.lifelines import die_with_parent
 
 STOP_S = 8.0
@@ -49,7 +49,7 @@ def start_ui(project: Path, port: int) -> None:
     finally:
         _kill_group(dev.pid)  # what it left running, however it ended
     if returncode not in STOPPED:
-        raise ReverifyError(f"dagster dev exited with status {returncode}")
+        raise ServerError(f"dagster dev exited with status {returncode}", server="dagster dev")
 
 
 def _register_ui_output(project: Path) -> None:

@@ -41,7 +41,7 @@ from reverify_assets.defs.metadata import (
 from reverify_assets.defs.run_tags import CONFIG_TAG, RESCORING_TAG, VARIANT_TAG
 from reverify_assets.defs.shard_events import join_problems, payload_events, verified_events
 from reverify_assets.errors import InputError, StateError
-from reverify_assets.probe.rescoring_probe import probe_first_source
+from reverify_assets.probe.two_passes import probe_first_source
 from reverify_assets.rescoring.layout import RescoringLayout
 from reverify_assets.rescoring.shard_aggregate import merge_included_shards
 from reverify_assets.rescoring.shard_gate import gate_shards

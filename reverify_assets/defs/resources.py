@@ -73,7 +73,7 @@ class RescoringResource(VerifierConfigResource, RunFlags):
         values = options.flags().model_dump()
         for name in ("inputs", "rollouts", "output"):
             values[name] = str(Path(values[name]).resolve())
-        return cls(**values, **cls.config_values([Path(p) for p in options.config_paths], list(options.overrides)))
+        return cls(**values, **cls.config_values(options.config_files, list(options.overrides)))
 
     def verifier_setup(self, startup: StartupHandoff) -> VerifierSetup:
         return (

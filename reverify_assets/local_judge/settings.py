@@ -53,13 +53,25 @@ class Outage:
 class FailureSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    fail_status: int = Field(default=503, ge=400, le=599)
-    fail_share: float = Field(default=0.0, ge=0.0, le=1.0)
-    flip_share: float = Field(default=0.0, ge=0.0, le=1.0)
-    seed: int = 0
-    latency_ms: float = Field(default=0.0, ge=0.0)
-    rate_limit_rps: float | None = Field(default=None, gt=0.0)
-    outage: Outage | None = None
+    # The descriptions are `reverify judge-serve`'s help (``cli.flags``).
+    fail_status: int = Field(default=503, ge=400, le=599, description="HTTP status of an injected failure (503)")
+    fail_share: float = Field(default=0.0, ge=0.0, le=1.0, description="share of requests that fail, 0..1 (0)")
+    seed: int = Field(default=0, description="which requests the failing share hits (0)")
+    flip_share: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="chance that a verdict is flipped, drawn per request, 0..1 (0)"
+    )
+    latency_ms: float = Field(default=0.0, ge=0.0, description="wait before every answer (0)")
+    rate_limit_rps: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="answer N requests a second, 429 + Retry-After for the rest",
+        json_schema_extra={"metavar": "N"},
+    )
+    outage: Outage | None = Field(
+        default=None,
+        description="fail every request from START to END s after start",
+        json_schema_extra={"metavar": "START:END"},
+    )
 
     @field_validator("outage", mode="before")
     @classmethod

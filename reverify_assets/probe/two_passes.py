@@ -1,11 +1,12 @@
-"""``reverify probe``: a seeded sample of the stored rollouts, stratified by agent, scored twice (by servers started
-apart, in different orders), against itself and against the rewards the rollouts stored (``probe.report``).
-Both passes run without the judge-call cache (``repeated_scoring``): a second pass answered from it would agree by
-construction.
+"""``reverify probe``, and a rescoring's probe: a seeded sample of the stored rollouts, stratified by agent, scored
+twice (by servers started apart, in different orders), against itself and against the rewards the rollouts stored
+(``probe.report``). Both passes run without the judge-call cache (``repeated_scoring``): a second pass answered from
+it would agree by construction. The report is kept in the Dagster home, where ``reverify run --force`` finds it.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -15,10 +16,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from reverify_assets.errors import StateError
+from reverify_assets.files.dagster_home import DEFAULT_PROBE_SAMPLE, probe_report_path
+from reverify_assets.files.jsonl import write_json_atomic
 from reverify_assets.keys.rollout_identity import allows_prompt_mismatch
 from reverify_assets.keys.rollout_keys import RolloutKey
 from reverify_assets.probe.repeated_scoring import sample_plan, score_repeatedly
 from reverify_assets.probe.report import SHOWN_KEYS, Disagreement, ProbeReport, pair_agreement, verdict
+from reverify_assets.rescoring.sources import discover_sources
+from reverify_assets.rescoring.spec import RescoringSpec
+from reverify_assets.run.options import DEFAULT_CONCURRENCY
 from reverify_assets.run.preparation import VerifierSetup, index_inputs, index_rollouts, join_and_route
 from reverify_assets.run.row_source import PairReader
 
@@ -28,6 +35,32 @@ PASSES = 2
 
 
 def run_probe(
+    setup: VerifierSetup, inputs: Path, rollouts: Path, *, size: int, seed: int, concurrency: int
+) -> tuple[ProbeReport, Path]:
+    """The report, and where it is kept: in the Dagster home under the config's hash (``files.dagster_home``),
+    where a later ``reverify run --force`` of the same config finds it. The passes write their rows beside it,
+    and those go when the report is made."""
+    kept = probe_report_path(setup.config_hash)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".reverify-probe-", dir=kept.parent) as work:
+        report = _probe(setup, inputs, rollouts, size=size, seed=seed, concurrency=concurrency, work=Path(work))
+    write_json_atomic(kept, report.model_dump(mode="json"))
+    return report, kept
+
+
+def probe_first_source(spec: RescoringSpec, setup: VerifierSetup) -> tuple[ProbeReport, Path]:
+    """A rescoring's probe (its asset check's evidence): ``reverify probe`` with its defaults, on the rescoring's
+    first source."""
+    sources = discover_sources(spec)
+    if not sources:
+        raise StateError(f"rescoring {spec.name!r} has no source to probe yet")
+    source = sources[0]
+    return run_probe(
+        setup, source.inputs, source.rollouts, size=DEFAULT_PROBE_SAMPLE, seed=0, concurrency=DEFAULT_CONCURRENCY
+    )
+
+
+def _probe(
     setup: VerifierSetup, inputs: Path, rollouts: Path, *, size: int, seed: int, concurrency: int, work: Path
 ) -> ProbeReport:
     index = index_inputs(inputs)

@@ -3,7 +3,7 @@
 ``RunFlags`` is what a run of the rescoring assets is asked to do; ``RunOptions`` adds what only the command knows
 (its config files, overrides and modes). ``AggregateFlags`` and ``AggregateOptions`` are the same for
 ``reverify aggregate``. Everything else derives from these:
-- the command's parser (``cli.main.add_flags``): one option a field, named for it, its help the description;
+- the command's parser (``cli.flags.add_flags``): one option a field, named for it, its help the description;
 - the run config a Dagster run keeps (``defs.resources.RescoringResource`` is a ``RunFlags``,
   ``ShardAggregateResource`` an ``AggregateFlags``), which the UI shows with the same descriptions and a
   re-execution runs again;
@@ -32,15 +32,21 @@ def flag(
     option: str | None = None,
     short: str | None = None,
     metavar: str | None = None,
+    positional: bool = False,
 ) -> Any:
-    """A field that is a command-line option: ``option`` when its name is not the field's (``--config``),
-    ``short`` its one-letter alias, ``metavar`` what its help calls its value."""
-    given = {"option": option, "short": short, "metavar": metavar}
+    """A field that is a command-line option (``cli.flags``): ``option`` when its name is not the field's
+    (``--config``), ``short`` its one-letter alias, ``metavar`` what its help calls its value; ``positional``
+    an argument given without a name."""
+    given = {"option": option, "short": short, "metavar": metavar, "positional": positional}
     return Field(default, description=help_text, json_schema_extra={k: v for k, v in given.items() if v} or None)
 
 
 class VerifierConfigFlags(BaseModel):
     config_paths: list[str] = flag("verifier config YAML (repeatable)", option="--config", metavar="CONFIG")
+
+    @property
+    def config_files(self) -> list[Path]:
+        return [Path(path) for path in self.config_paths]
 
 
 class RunFlags(BaseModel):

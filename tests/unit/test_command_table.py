@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from importlib import import_module
 
 import pytest
+from pydantic import BaseModel
 
-from reverify_assets.cli.main import COMMANDS, build_parser, main
+from reverify_assets.cli.main import COMMANDS, build_parser, main, resolve
 
 
 def parser_commands() -> list[str]:
@@ -22,9 +22,15 @@ def test_the_table_and_the_parser_name_the_same_commands_in_the_same_order() -> 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_each_command_is_a_function_of_args_and_overrides(command: str) -> None:
-    module, name = COMMANDS[command]
-    handler = getattr(import_module(module), name)
+    handler = resolve(COMMANDS[command].runs)
     assert list(inspect.signature(handler).parameters) == ["args", "overrides"]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_each_command_declares_its_flags_in_a_model(command: str) -> None:
+    model = resolve(COMMANDS[command].flags)
+    assert issubclass(model, BaseModel)
+    assert set(COMMANDS[command].only or ()) <= set(model.model_fields)
 
 
 @pytest.mark.parametrize("command", ["shards", "status", "backfill", "ui"])
