@@ -5,6 +5,10 @@ CLI when it loads a config that points at one (``run.config_secrets``). From the
 record the process makes is redacted as it is made, whichever logger and handler it goes to (the record factory
 is process-wide; a filter on a logger would miss what its children log). The writers of rows and error messages
 call ``redact`` and ``line_redactor``.
+
+Process state, not an argument, on purpose: what must never show a secret includes the log records of Dagster,
+aiohttp and alembic, which no argument of ours reaches, and a secret read in one step may reach the error
+another prints.
 """
 
 from __future__ import annotations
