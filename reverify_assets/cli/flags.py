@@ -1,9 +1,9 @@
 """A command's flags as a pydantic model: the parser's options derived from its fields, and the parsed
 options read back into the model.
 
-The models are declared where their flags mean something (``run.options`` for ``run`` and ``aggregate``, which
-Dagster's run config shares; ``cli.sample_flags`` for ``probe`` and ``noise``; ``cli.compare_command``), each
-field with ``run.options.flag``: its description is the option's help.
+``cli.main.COMMANDS`` names each command's model. ``run``'s and ``aggregate``'s are in ``run.options``, because
+Dagster's run config shares them; ``probe`` and ``noise`` share ``cli.sample_flags``; every other command's is in
+its own module. A field is a flag when it has a description (``run.options.flag``): that is the option's help.
 """
 
 from __future__ import annotations

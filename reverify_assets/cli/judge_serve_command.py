@@ -7,7 +7,6 @@ pydantic only).
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from reverify_assets.cli.flags import parsed_options
 from reverify_assets.local_judge.settings import FailureSettings
@@ -49,7 +48,7 @@ def judge_serve_command(args: argparse.Namespace, overrides: list[str]) -> None:
     print("judge model stopped", flush=True)
 
 
-async def _serve(settings: Any, api_key: str | None, port: int) -> None:
+async def _serve(settings: FailureSettings, api_key: str | None, port: int) -> None:
     import asyncio
     import signal
     from contextlib import suppress
